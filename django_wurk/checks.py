@@ -1,0 +1,57 @@
+"""System checks: bad settings are reported by ``manage.py check`` under the setting's name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+
+from django_wurk.config import ConfigError, redact_url
+
+
+@register(Tags.compatibility, "wurk")
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django_wurk.conf import build_config
+
+    try:
+        build_config()
+    except ConfigError as exc:
+        return [Error(str(exc), hint=f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment).",
+                      id="django_wurk.E001")]  # fmt: skip
+    return []
+
+
+@register("wurk")
+def check_registry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    from django_wurk.registry import registry
+
+    return [
+        Error(
+            f"wire_name {name!r} is registered by more than one job: {', '.join(paths)}",
+            hint="Give each job its own wire_name; a worker could not tell them apart.",
+            id="django_wurk.E002",
+        )
+        for name, paths in registry.duplicates().items()
+    ]
+
+
+@register("wurk", deploy=True)
+def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Only with ``--deploy`` or ``--tag wurk``: it opens a connection."""
+    from redis.exceptions import RedisError
+
+    from django_wurk.conf import build_config
+    from django_wurk.redis import connect
+
+    try:
+        config = build_config()
+    except ConfigError:
+        return []
+    client = connect(config.replace(redis_socket_timeout=1.0))
+    try:
+        client.ping()
+    except RedisError as exc:
+        return [Warning(f"Redis at {redact_url(config.redis_url)} does not answer: {exc}", id="django_wurk.W001")]
+    finally:
+        client.connection_pool.disconnect()
+    return []

@@ -1,0 +1,252 @@
+"""The engine's one immutable configuration object.
+
+The Django glue builds a ``Config`` from settings, the environment and CLI flags; tests
+build one directly. Nothing in the engine reads globals or environment variables, so two
+configurations can live side by side (a test and a worker, say) without surprises.
+
+Every field corresponds to a key of the ``WURK`` settings dict: the key is the field name
+in upper case. ``ConfigError`` always names that key, so a bad value is reported in the
+words the user wrote it in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from django_wurk.wire import TimestampStyle
+
+QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
+
+
+class ConfigError(ValueError):
+    """A setting has a value we cannot run with; ``setting`` is its ``WURK`` key."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"WURK[{setting!r}]: {message}")
+        self.setting = setting
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    """A queue a worker listens to; weight 0 everywhere means strict order."""
+
+    name: str
+    weight: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    #: Connections per process; defaults to concurrency + 5 (fetchers, poller, heartbeat).
+    redis_pool_size: int | None = None
+    redis_socket_timeout: float = 5.0
+    concurrency: int = 5
+    queues: tuple[QueueSpec, ...] = (QueueSpec("default"),)
+    timeout: float = 25.0
+    tag: str = ""
+    labels: tuple[str, ...] = ()
+    timestamps: TimestampStyle = TimestampStyle.FLOAT_SECONDS
+    max_retries: int = 25
+    dead_max_jobs: int = 10_000
+    dead_timeout: int = 180 * 24 * 3600
+    heartbeat_interval: float = 10.0
+    #: Seconds between scheduled-set polls for the whole cluster, per process (Sidekiq's
+    #: ``average_scheduled_poll_interval``); ``poll_interval`` pins it exactly.
+    average_scheduled_poll_interval: float = 5.0
+    poll_interval: float | None = None
+    #: BRPOP timeout: how long a fetcher blocks before it re-checks for shutdown.
+    fetch_timeout: float = 2.0
+    #: Also write the busy-work hash under ``<identity>:workers`` (Sidekiq <= 6.4.1 Web UI).
+    legacy_workers_key: bool = False
+    hostname: str = field(default_factory=socket.gethostname)
+    strict_args: bool = True
+    #: Maximum backtrace lines kept when a job says ``backtrace: true``.
+    backtrace_limit: int = 1000
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def pool_size(self) -> int:
+        return self.redis_pool_size or self.concurrency + 5
+
+    @property
+    def weighted_queues(self) -> tuple[QueueSpec, ...]:
+        """Queues for weighted fetch: as Sidekiq's CLI does, an unweighted queue counts once."""
+        return tuple(QueueSpec(q.name, max(q.weight, 1)) for q in self.queues)
+
+    @property
+    def strict_order(self) -> bool:
+        return all(q.weight == 0 for q in self.queues)
+
+    @property
+    def queue_names(self) -> tuple[str, ...]:
+        seen: dict[str, None] = {}
+        for q in self.queues:
+            seen.setdefault(q.name, None)
+        return tuple(seen)
+
+    def replace(self, **changes: Any) -> Config:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Config:
+        """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
+        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, raw in values.items():
+            f = known.get(key)
+            if f is None:
+                raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
+            kwargs[f.name] = _coerce(key, f.name, raw)
+        return cls(**kwargs)
+
+
+def setting_names() -> list[str]:
+    """Every ``WURK`` key, in declaration order (the docs are checked against this)."""
+    return [f.name.upper() for f in dataclasses.fields(Config)]
+
+
+def did_you_mean(key: str, known: Mapping[str, Any] | list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(key.upper(), list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def parse_queue(setting: str, value: Any) -> QueueSpec:
+    """``"name"``, ``"name,weight"``, ``("name", weight)`` or a ``QueueSpec``."""
+    if isinstance(value, QueueSpec):
+        name, weight = value.name, value.weight
+    elif isinstance(value, str):
+        name, _, weight_text = value.partition(",")
+        name = name.strip()
+        try:
+            weight = int(weight_text) if weight_text.strip() else 0
+        except ValueError:
+            raise ConfigError(setting, f"queue weight in {value!r} is not an integer") from None
+    elif isinstance(value, (list, tuple)) and len(value) == 2:
+        name, weight = value[0], value[1]
+        if not isinstance(weight, int) or isinstance(weight, bool):
+            raise ConfigError(setting, f"queue weight in {value!r} is not an integer")
+    else:
+        raise ConfigError(setting, f"cannot read {value!r} as a queue; use 'name' or 'name,weight'")
+    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+        raise ConfigError(setting, f"queue name {name!r} must match [a-zA-Z0-9_:.-]+")
+    if weight < 0:
+        raise ConfigError(setting, f"queue weight in {value!r} must be >= 0")
+    return QueueSpec(name, weight)
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password replaced, safe for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<unparseable redis url>"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _coerce(key: str, name: str, raw: Any) -> Any:
+    """Turn a settings or environment value into the field's type, or name the key."""
+    if name == "queues":
+        items = raw.split(";") if isinstance(raw, str) else raw
+        if isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+            raise ConfigError(key, f"expected a list of queues, got {raw!r}")
+        return tuple(parse_queue(key, item) for item in items)
+    if name == "labels":
+        items = raw.split(",") if isinstance(raw, str) else raw
+        return tuple(str(i).strip() for i in items if str(i).strip())
+    if name == "timestamps":
+        try:
+            return TimestampStyle(raw)
+        except ValueError:
+            raise ConfigError(key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}") from None
+    if name in ("legacy_workers_key", "strict_args"):
+        if isinstance(raw, bool):
+            return raw
+        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+            return raw.strip().lower() in _TRUE
+        raise ConfigError(key, f"expected true or false, got {raw!r}")
+    if name in ("redis_pool_size", "poll_interval") and (raw is None or raw == ""):
+        return None
+    if name in (
+        "concurrency",
+        "max_retries",
+        "dead_max_jobs",
+        "dead_timeout",
+        "redis_pool_size",
+        "backtrace_limit",
+    ):
+        return _number(key, raw, int)
+    if name in (
+        "timeout",
+        "heartbeat_interval",
+        "average_scheduled_poll_interval",
+        "poll_interval",
+        "fetch_timeout",
+        "redis_socket_timeout",
+    ):
+        return _number(key, raw, float)
+    if not isinstance(raw, str):
+        raise ConfigError(key, f"expected a string, got {raw!r}")
+    return raw
+
+
+def _number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
+    if isinstance(raw, bool):
+        raise ConfigError(key, f"expected a number, got {raw!r}")
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(key, f"expected {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+
+
+def _validate(c: Config) -> None:
+    scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
+    if scheme not in ("redis", "rediss", "unix", "valkey", "valkeys"):
+        raise ConfigError("REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}")
+    positive = {
+        "CONCURRENCY": c.concurrency,
+        "HEARTBEAT_INTERVAL": c.heartbeat_interval,
+        "AVERAGE_SCHEDULED_POLL_INTERVAL": c.average_scheduled_poll_interval,
+        "FETCH_TIMEOUT": c.fetch_timeout,
+        "REDIS_SOCKET_TIMEOUT": c.redis_socket_timeout,
+        "DEAD_TIMEOUT": c.dead_timeout,
+        "BACKTRACE_LIMIT": c.backtrace_limit,
+    }
+    for key, value in positive.items():
+        if not value > 0:
+            raise ConfigError(key, f"must be greater than 0, got {value!r}")
+    non_negative = {
+        "TIMEOUT": c.timeout,
+        "MAX_RETRIES": c.max_retries,
+        "DEAD_MAX_JOBS": c.dead_max_jobs,
+    }
+    for key, value in non_negative.items():
+        if value < 0:
+            raise ConfigError(key, f"must be 0 or more, got {value!r}")
+    if c.redis_pool_size is not None and c.redis_pool_size < 1:
+        raise ConfigError("REDIS_POOL_SIZE", f"must be at least 1, got {c.redis_pool_size!r}")
+    if c.poll_interval is not None and c.poll_interval <= 0:
+        raise ConfigError("POLL_INTERVAL", f"must be greater than 0, got {c.poll_interval!r}")
+    if not c.queues:
+        raise ConfigError("QUEUES", "at least one queue is needed")
+    if not isinstance(c.timestamps, TimestampStyle):
+        raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")

@@ -1,0 +1,154 @@
+"""The process-wide engine: configuration, Redis, job registry, middleware and handlers.
+
+``wurk`` is the one instance every public API talks to. Its configuration is either given
+with ``configure()`` (tests, scripts) or produced on first use by a loader the Django app
+installs, so importing a ``jobs`` module never touches settings or the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from django_wurk import wire
+from django_wurk.client import Client, Pusher, RedisPusher
+from django_wurk.config import Config
+from django_wurk.middleware import Chain
+from django_wurk.redis import Redis, Scripts, connect
+from django_wurk.registry import Registry, registry
+from django_wurk.wire import Payload
+
+logger = logging.getLogger("django_wurk")
+
+ErrorHandler = Callable[[BaseException, dict[str, Any]], None]
+DeathHandler = Callable[[Payload, BaseException], None]
+
+
+class UnknownJobError(LookupError):
+    """A payload names a class no job registered; it retries, so a deploy race heals itself."""
+
+
+class Wurk:
+    def __init__(self, job_registry: Registry = registry) -> None:
+        self.registry = job_registry
+        self.client_middleware = Chain()
+        self.server_middleware = Chain()
+        #: Called as ``handler(exc, context)`` for every failed execution and internal error.
+        self.error_handlers: list[ErrorHandler] = []
+        #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
+        self.death_handlers: list[DeathHandler] = []
+        self._config: Config | None = None
+        self._loader: Callable[[], Config] | None = None
+        self._redis: Redis | None = None
+        self._scripts: Scripts | None = None
+        self._lock = threading.RLock()
+        self.client = Client(self)
+        self.pusher: Pusher = RedisPusher(self)
+
+    # Configuration -------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        config = self._config
+        if config is None:
+            with self._lock:
+                if self._config is None:
+                    self._config = self._loader() if self._loader else Config()
+                config = self._config
+        return config
+
+    def configure(self, config: Config) -> None:
+        """Use ``config`` from now on; existing connections are closed."""
+        with self._lock:
+            self._config = config
+            self._drop_connections()
+
+    def set_config_loader(self, loader: Callable[[], Config]) -> None:
+        """Build the configuration lazily, on first use (the Django app installs one)."""
+        with self._lock:
+            self._loader = loader
+            self._config = None
+            self._drop_connections()
+
+    def _drop_connections(self) -> None:
+        if self._redis is not None:
+            self._redis.connection_pool.disconnect()
+        self._redis = None
+        self._scripts = None
+
+    @property
+    def redis(self) -> Redis:
+        client = self._redis
+        if client is None:
+            with self._lock:
+                if self._redis is None:
+                    self._redis = connect(self.config)
+                    self._scripts = Scripts(self._redis)
+                client = self._redis
+        return client
+
+    @property
+    def scripts(self) -> Scripts:
+        self.redis  # noqa: B018 - connects on first use
+        assert self._scripts is not None
+        return self._scripts
+
+    # Running jobs --------------------------------------------------------------------
+
+    def resolve(self, payload: Payload) -> type[Any]:
+        name = payload["class"]
+        job_class = self.registry.resolve(name)
+        if job_class is None:
+            raise UnknownJobError(
+                f"no job is registered as {name!r}; define it in an installed app's jobs module "
+                "(payloads never choose what code to import)"
+            )
+        return job_class
+
+    def instantiate(self, job_class: type[Any], payload: Payload) -> Any:
+        job = job_class()
+        job.jid = payload.get("jid", "")
+        job.payload = payload
+        return job
+
+    def perform(self, job: Any, payload: Payload) -> Any:
+        """Run ``perform`` inside the server middleware; returns what ``perform`` returned."""
+        result: list[Any] = [None]
+
+        def run() -> None:
+            result[0] = job.perform(*payload["args"])
+
+        self.server_middleware.invoke(run, job, payload, payload.get("queue", "default"))
+        return result[0]
+
+    def run_inline(self, payload: Payload) -> Any:
+        """Run a job now in this thread, through the client and server chains.
+
+        The JSON round trip makes an inline run see exactly what a worker would.
+        """
+        prepared = self.client.prepare(payload)
+        if prepared is None:
+            return None
+        prepared["enqueued_at"] = wire.now_stamp(self.config.timestamps)
+        decoded = wire.loads(wire.dumps(prepared))
+        return self.perform(self.instantiate(self.resolve(decoded), decoded), decoded)
+
+    def report_error(self, exc: BaseException, context: dict[str, Any]) -> None:
+        """Tell every error handler; a handler that raises is logged, never propagated."""
+        for handler in list(self.error_handlers):
+            try:
+                handler(exc, context)
+            except Exception:
+                logger.exception("error handler %r raised", handler)
+
+    def report_death(self, payload: Payload, exc: BaseException) -> None:
+        for handler in list(self.death_handlers):
+            try:
+                handler(payload, exc)
+            except Exception:
+                logger.exception("death handler %r raised", handler)
+
+
+wurk = Wurk()

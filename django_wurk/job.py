@@ -1,0 +1,310 @@
+"""Jobs: what a user writes, and how it is enqueued.
+
+A job is a ``Job`` subclass with a ``perform`` method, or a module-level function wrapped
+by ``@job``. Its options mirror ``sidekiq_options`` and are validated when the class is
+created, so a typo fails at import time rather than in production at enqueue time.
+Options the engine does not know are carried in the payload unchanged, as Sidekiq does,
+for middleware and Ruby processes to read.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
+
+from django_wurk.config import QUEUE_NAME
+from django_wurk.registry import registry
+from django_wurk.wire import Payload, check_json_native
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: Option names with a meaning to the engine, in the order Sidekiq writes them.
+KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
+#: Payload keys no option may set: the client owns them.
+RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
+#: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
+ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
+
+
+def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Check option values and return them normalised (timedeltas become seconds)."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        if key in RESERVED_KEYS:
+            raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
+        if key == "queue":
+            if not isinstance(value, str) or not QUEUE_NAME.match(value):
+                raise ValueError(f"{where}: queue {value!r} must be a name matching [a-zA-Z0-9_:.-]+")
+        elif key == "retry":
+            if not isinstance(value, (bool, int)) or (not isinstance(value, bool) and value < 0):
+                raise ValueError(f"{where}: retry must be True, False or a count >= 0, got {value!r}")
+        elif key == "retry_for":
+            if isinstance(value, timedelta):
+                value = int(value.total_seconds())
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1_000_000_000
+            ):
+                raise ValueError(f"{where}: retry_for must be seconds (or a timedelta) > 0, got {value!r}")
+        elif key == "retry_queue":
+            if value is not None and (not isinstance(value, str) or not QUEUE_NAME.match(value)):
+                raise ValueError(f"{where}: retry_queue {value!r} must be a queue name")
+        elif key == "dead":
+            if value is not None and not isinstance(value, bool):
+                raise ValueError(f"{where}: dead must be True or False, got {value!r}")
+        elif key == "backtrace":
+            if value is not None and (
+                not isinstance(value, (bool, int)) or (not isinstance(value, bool) and value < 0)
+            ):
+                raise ValueError(f"{where}: backtrace must be True, False or a line count, got {value!r}")
+        elif key == "tags":
+            if value is not None:
+                if isinstance(value, str) or not isinstance(value, Sequence):
+                    raise ValueError(f"{where}: tags must be a list of strings, got {value!r}")
+                if not all(isinstance(t, str) for t in value):
+                    raise ValueError(f"{where}: tags must be a list of strings, got {value!r}")
+                value = list(value)
+        else:
+            check_json_native(value, f"{where} option {key!r}")
+        out[key] = value
+    return out
+
+
+class Job:
+    """Base class for jobs. Subclasses are registered under ``wire_name`` when defined.
+
+    Per execution the worker sets ``jid`` and ``payload`` (the decoded job, read-only by
+    convention) on a fresh instance before calling ``perform``.
+    """
+
+    wire_name: ClassVar[str] = ""
+    queue: ClassVar[str] = "default"
+    retry: ClassVar[bool | int] = True
+    retry_for: ClassVar[int | float | timedelta | None] = None
+    retry_queue: ClassVar[str | None] = None
+    dead: ClassVar[bool | None] = None
+    backtrace: ClassVar[bool | int | None] = None
+    tags: ClassVar[Sequence[str] | None] = None
+    #: Further payload keys (Sidekiq options this engine does not interpret).
+    options: ClassVar[Mapping[str, Any]] = {}
+
+    jid: str
+    payload: Payload
+
+    def __init_subclass__(cls, *, abstract: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("wire_name"):
+            cls.wire_name = f"{cls.__module__}.{cls.__qualname__}"
+        if not isinstance(cls.wire_name, str):
+            raise ValueError(f"{cls.__qualname__}: wire_name must be a string")
+        cls._defaults = cls._collect_options()
+        if not abstract:
+            registry.register(cls)
+
+    _defaults: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def _collect_options(cls) -> dict[str, Any]:
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        raw: dict[str, Any] = {}
+        for key in KNOWN_OPTIONS:
+            value = getattr(cls, key)
+            if value is not None:
+                raw[key] = value
+        raw.update(cls.options)
+        return validate_options(raw, where)
+
+    def perform(self, *args: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
+
+    def retry_in(self, count: int, exc: BaseException) -> int | float | str | None:
+        """Seconds until the next retry, ``"discard"``, ``"kill"``, or ``None`` for the default."""
+        return None
+
+    def retries_exhausted(self, payload: Payload, exc: BaseException) -> str | None:
+        """Called once when retries run out; return ``"discard"`` to skip the dead set."""
+        return None
+
+    # Enqueueing -----------------------------------------------------------------------
+
+    @classmethod
+    def set(cls, **options: Any) -> Setter:
+        return Setter(cls, options)
+
+    @classmethod
+    def perform_async(cls, *args: Any) -> str | None:
+        return Setter(cls).perform_async(*args)
+
+    @classmethod
+    def perform_in(cls, interval: float | timedelta, *args: Any) -> str | None:
+        return Setter(cls).perform_in(interval, *args)
+
+    @classmethod
+    def perform_at(cls, when: float | datetime, *args: Any) -> str | None:
+        return Setter(cls).perform_at(when, *args)
+
+    @classmethod
+    def perform_bulk(cls, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
+        return Setter(cls).perform_bulk(args_list, batch_size)
+
+    @classmethod
+    def perform_inline(cls, *args: Any) -> Any:
+        return Setter(cls).perform_inline(*args)
+
+
+class Setter:
+    """A job class with per-call options, as returned by ``Job.set(...)``."""
+
+    def __init__(self, job_class: type[Job], options: Mapping[str, Any] | None = None) -> None:
+        self.job_class = job_class
+        where = f"{job_class.wire_name}.set()"
+        self.options = {**job_class._defaults, **validate_options(options or {}, where)}
+
+    def set(self, **options: Any) -> Setter:
+        return Setter(self.job_class, {**self.options, **options})
+
+    def payload(self, args: Sequence[Any]) -> Payload:
+        """The payload this setter would push, before the client adds jid and times."""
+        from django_wurk.engine import wurk
+
+        args = list(args)
+        if wurk.config.strict_args:
+            check_json_native(args, "args")
+        payload: Payload = {"retry": self.options.get("retry", True), "queue": self.options.get("queue", "default")}
+        for key, value in self.options.items():
+            if key not in ("retry", "queue"):
+                payload[key] = value
+        payload["args"] = args
+        payload["class"] = self.job_class.wire_name
+        return payload
+
+    def perform_async(self, *args: Any) -> str | None:
+        from django_wurk.engine import wurk
+
+        return wurk.client.push(self.payload(args))
+
+    def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
+        seconds = interval.total_seconds() if isinstance(interval, timedelta) else float(interval)
+        at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
+        return self._push_at(at, args)
+
+    def perform_at(self, when: float | datetime, *args: Any) -> str | None:
+        if isinstance(when, datetime):
+            if when.tzinfo is None:
+                raise ValueError("perform_at needs an aware datetime (naive times are ambiguous across servers)")
+            return self._push_at(when.timestamp(), args)
+        return self.perform_in(when, *args)
+
+    def _push_at(self, at: float, args: Sequence[Any]) -> str | None:
+        from django_wurk.engine import wurk
+
+        # Sidekiq pushes a job that is already due straight onto its queue.
+        return wurk.client.push(self.payload(args), at=at if at > time.time() else None)
+
+    def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
+        from django_wurk.engine import wurk
+
+        payloads = []
+        for i, args in enumerate(args_list):
+            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+                raise TypeError(f"perform_bulk item {i} must be a list or tuple of arguments, got {args!r}")
+            payloads.append(self.payload(args))
+        return wurk.client.push_bulk(payloads, batch_size=batch_size)
+
+    def perform_inline(self, *args: Any) -> Any:
+        """Run now, in this thread, through both middleware chains and a JSON round trip."""
+        from django_wurk.engine import wurk
+
+        return wurk.run_inline(self.payload(args))
+
+
+class FunctionJob(Job, abstract=True):
+    """The class ``@job`` builds around a function."""
+
+    function: ClassVar[Callable[..., Any]]
+    retry_in_hook: ClassVar[Callable[[int, BaseException], int | float | str | None] | None] = None
+    retries_exhausted_hook: ClassVar[Callable[[Payload, BaseException], str | None] | None] = None
+
+    def perform(self, *args: Any) -> Any:
+        return type(self).function(*args)
+
+    def retry_in(self, count: int, exc: BaseException) -> int | float | str | None:
+        hook = type(self).retry_in_hook
+        return hook(count, exc) if hook else None
+
+    def retries_exhausted(self, payload: Payload, exc: BaseException) -> str | None:
+        hook = type(self).retries_exhausted_hook
+        return hook(payload, exc) if hook else None
+
+
+class JobFunction(Generic[P, R]):
+    """What ``@job`` returns: the function, still callable directly, plus the enqueue API."""
+
+    def __init__(self, job_class: type[FunctionJob], fn: Callable[P, R]) -> None:
+        self.job_class = job_class
+        self.wire_name = job_class.wire_name
+        self.__wrapped__ = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.__wrapped__(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<job {self.wire_name}>"
+
+    def set(self, **options: Any) -> Setter:
+        return Setter(self.job_class, options)
+
+    def perform_async(self, *args: Any) -> str | None:
+        return Setter(self.job_class).perform_async(*args)
+
+    def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
+        return Setter(self.job_class).perform_in(interval, *args)
+
+    def perform_at(self, when: float | datetime, *args: Any) -> str | None:
+        return Setter(self.job_class).perform_at(when, *args)
+
+    def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
+        return Setter(self.job_class).perform_bulk(args_list, batch_size)
+
+    def perform_inline(self, *args: Any) -> Any:
+        return Setter(self.job_class).perform_inline(*args)
+
+
+def job(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    wire_name: str | None = None,
+    retry_in: Callable[[int, BaseException], int | float | str | None] | None = None,
+    retries_exhausted: Callable[[Payload, BaseException], str | None] | None = None,
+    **options: Any,
+) -> Any:
+    """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``."""
+
+    def wrap(f: Callable[P, R]) -> JobFunction[P, R]:
+        if "<locals>" in f.__qualname__:
+            raise ValueError(
+                f"@job needs a module-level function; {f.__qualname__} is nested, so a worker could not find it"
+            )
+        known = {k: options.pop(k) for k in list(options) if k in KNOWN_OPTIONS}
+        attrs: dict[str, Any] = {
+            "function": staticmethod(f),
+            "retry_in_hook": staticmethod(retry_in) if retry_in else None,
+            "retries_exhausted_hook": staticmethod(retries_exhausted) if retries_exhausted else None,
+            "options": dict(options),
+            "wire_name": wire_name or f"{f.__module__}.{f.__qualname__}",
+            "__module__": f.__module__,
+            "__qualname__": f.__qualname__,
+            "__doc__": f.__doc__,
+            **known,
+        }
+        job_class = type(f.__name__, (FunctionJob,), attrs)
+        return JobFunction(job_class, f)
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap

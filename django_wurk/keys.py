@@ -1,0 +1,71 @@
+"""Every Redis key django-wurk reads or writes is named here, and only here.
+
+The names are Sidekiq's own (no prefix), so Ruby processes, Sidekiq's Web UI and our
+workers share one keyspace. Keeping them in one module means a reader can audit our
+whole footprint in Redis at a glance, and a future namespace option has one place to go.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+QUEUES = "queues"
+SCHEDULE = "schedule"
+RETRY = "retry"
+DEAD = "dead"
+PROCESSES = "processes"
+PROCESS_CLEANUP = "process_cleanup"
+LEADER = "dear-leader"
+PAUSED = "paused"
+STAT_PROCESSED = "stat:processed"
+STAT_FAILED = "stat:failed"
+
+#: TTL of the daily stat keys: five years, as Sidekiq sets it on every flush.
+DAILY_STAT_TTL = 157_680_000
+#: TTL of a process hash, its busy-work hash and its signal list.
+PROCESS_TTL = 60
+#: Minutely metrics live 8 hours, the ten-minute rollups 3 days (Sidekiq 8).
+METRICS_MINUTE_TTL = 28_800
+METRICS_ROLLUP_TTL = 259_200
+
+
+def queue(name: str) -> str:
+    return f"queue:{name}"
+
+
+def daily_stat(kind: str, day: str) -> str:
+    """``stat:processed:2026-11-29``; ``kind`` is ``processed`` or ``failed``, ``day`` a UTC ISO date."""
+    return f"stat:{kind}:{day}"
+
+
+def process(identity: str) -> str:
+    return identity
+
+
+def work(identity: str) -> str:
+    """The busy-work hash (tid -> running job) read by Sidekiq 6.4.2+ Web UIs."""
+    return f"{identity}:work"
+
+
+def legacy_workers(identity: str) -> str:
+    """The same hash under Sidekiq <= 6.4.1's name, written only when asked for."""
+    return f"{identity}:workers"
+
+
+def signals(identity: str) -> str:
+    return f"{identity}-signals"
+
+
+def metrics_minute(at: datetime) -> str:
+    """``j|YYMMDD|H:MM`` — Sidekiq 8's per-minute execution metrics hash (UTC)."""
+    return f"j|{at:%y%m%d}|{at.hour}:{at.minute:02d}"
+
+
+def metrics_rollup(at: datetime) -> str:
+    """``j|YYMMDD|H:M`` — the ten-minute rollup: the minute's last digit dropped."""
+    return f"j|{at:%y%m%d}|{at.hour}:{at.minute // 10}"
+
+
+def histogram(job_class: str, at: datetime) -> str:
+    """``h|<class>-<day>-<hour>:<minute>`` with nothing zero-padded (Sidekiq 8)."""
+    return f"h|{job_class}-{at.day}-{at.hour}:{at.minute}"

@@ -1,0 +1,66 @@
+"""Log formatting for workers: readable text, or one JSON object per line for log shippers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+#: Attributes our loggers put on records through ``extra=`` (job context).
+CONTEXT_FIELDS = ("jid", "job_class", "queue")
+
+
+class TextFormatter(logging.Formatter):
+    """``2026-11-29T16:00:00.123Z pid=1 tid=abc class=X jid=Y INFO: done: 0.001 sec`` (Sidekiq's layout)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+        ctx = " ".join(
+            f"{name if name != 'job_class' else 'class'}={getattr(record, name)}"
+            for name in CONTEXT_FIELDS
+            if getattr(record, name, None)
+        )
+        line = (
+            f"{stamp}.{int(record.msecs):03d}Z pid={os.getpid()} tid={threading.get_ident():x}"
+            f"{' ' + ctx if ctx else ''} {record.levelname}: {record.getMessage()}"
+        )
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts``, ``pid``, ``tid``, ``lvl``, ``logger``, ``msg`` and ``ctx``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        data: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
+            "pid": os.getpid(),
+            "tid": f"{threading.get_ident():x}",
+            "lvl": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        ctx = {name: getattr(record, name) for name in CONTEXT_FIELDS if getattr(record, name, None)}
+        if ctx:
+            data["ctx"] = ctx
+        if record.exc_info:
+            data["exc"] = self.formatException(record.exc_info)
+        return json.dumps(data, ensure_ascii=False)
+
+
+def configure(level: int, fmt: str = "text", logfile: str | None = None) -> None:
+    """Send ``django_wurk`` logs to stderr (or ``logfile``), replacing handlers we added before."""
+    handler: logging.Handler = logging.FileHandler(logfile) if logfile else logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.set_name("django_wurk")
+    root = logging.getLogger("django_wurk")
+    for old in [h for h in root.handlers if h.get_name() == "django_wurk"]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    root.propagate = False

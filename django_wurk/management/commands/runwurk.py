@@ -1,0 +1,72 @@
+"""``manage.py runwurk``: run a worker process, with Sidekiq's command-line flags."""
+
+from __future__ import annotations
+
+import logging
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from django_wurk.config import ConfigError, parse_queue, redact_url
+
+
+class Command(BaseCommand):
+    help = "Run a django-wurk worker: fetch jobs from Redis and run them."
+    requires_system_checks = ["wurk"]  # type: ignore[assignment]
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("-c", "--concurrency", type=int, help="job threads (default 5)")
+        parser.add_argument(
+            "-q",
+            "--queue",
+            action="append",
+            dest="queues",
+            metavar="NAME[,WEIGHT]",
+            help="queue to work, repeatable; strict order without weights, weighted random with them",
+        )
+        parser.add_argument("-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown")
+        parser.add_argument("-g", "--tag", help="a tag shown next to this process in the dashboards")
+        parser.add_argument("--logfile", help="write logs to this file instead of stderr")
+        parser.add_argument("--log-format", choices=["text", "json"], default="text")
+        parser.add_argument("--autoreload", action="store_true", help="restart when code changes (development)")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        from django_wurk import logging as wurk_logging
+        from django_wurk.conf import build_config
+        from django_wurk.engine import wurk
+
+        queues = None
+        if options["queues"]:
+            try:
+                queues = [parse_queue("QUEUES", q) for q in options["queues"]]
+            except ConfigError as exc:
+                raise CommandError(f"--queue: {exc}") from None
+        overrides = {
+            "CONCURRENCY": options["concurrency"],
+            "QUEUES": queues,
+            "TIMEOUT": options["timeout"],
+            "TAG": options["tag"],
+        }
+        try:
+            config = build_config(overrides)
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from None
+        verbosity = int(options["verbosity"])
+        level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
+        wurk_logging.configure(level, options["log_format"], options["logfile"])
+        wurk.configure(config)
+        logging.getLogger("django_wurk").info("using Redis at %s", redact_url(config.redis_url))
+
+        if options["autoreload"]:
+            from django.utils import autoreload
+
+            autoreload.run_with_reloader(self._run)
+        else:
+            self._run()
+
+    def _run(self) -> None:
+        from django_wurk.engine import wurk
+        from django_wurk.worker import Launcher
+
+        Launcher(wurk).run()

@@ -1,0 +1,88 @@
+"""Client and server middleware chains.
+
+A middleware is an object called with the job and a ``call_next`` function; it does its
+work around ``call_next()``. Client middleware sees every push (including promotions from
+the schedule and retry sets) and may drop it by returning ``None`` instead of what
+``call_next()`` returned. Server middleware wraps every execution.
+
+Chains hold instances, built from a class and its arguments when added, so ``remove`` and
+``insert_before`` can name a middleware by its class, as in Sidekiq.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from django_wurk.wire import Payload
+
+if TYPE_CHECKING:
+    from django_wurk.job import Job
+
+
+class ClientMiddleware(Protocol):
+    def __call__(
+        self, job_class: str, payload: Payload, queue: str, call_next: Callable[[], Payload | None]
+    ) -> Payload | None: ...
+
+
+class ServerMiddleware(Protocol):
+    def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None: ...
+
+
+class Chain:
+    """An ordered list of middleware instances with Sidekiq's editing verbs."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[type, Any]] = []
+
+    def __iter__(self) -> Any:
+        return iter([instance for _, instance in self._entries])
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, cls: type) -> bool:
+        return any(c is cls for c, _ in self._entries)
+
+    def add(self, cls: type, *args: Any, **kwargs: Any) -> None:
+        """Append ``cls(*args, **kwargs)``; adding a class twice replaces the first."""
+        self.remove(cls)
+        self._entries.append((cls, cls(*args, **kwargs)))
+
+    def prepend(self, cls: type, *args: Any, **kwargs: Any) -> None:
+        self.remove(cls)
+        self._entries.insert(0, (cls, cls(*args, **kwargs)))
+
+    def insert_before(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
+        self.remove(cls)
+        self._entries.insert(self._index(old), (cls, cls(*args, **kwargs)))
+
+    def insert_after(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
+        self.remove(cls)
+        self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs)))
+
+    def remove(self, cls: type) -> None:
+        self._entries = [(c, i) for c, i in self._entries if c is not cls]
+
+    def clear(self) -> None:
+        self._entries = []
+
+    def _index(self, cls: type) -> int:
+        for i, (c, _) in enumerate(self._entries):
+            if c is cls:
+                return i
+        raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
+
+    def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
+        """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``."""
+        if not self._entries:
+            return innermost()
+        instances = [instance for _, instance in self._entries]
+
+        def step(i: int) -> Any:
+            if i == len(instances):
+                return innermost()
+            return instances[i](*args, lambda: step(i + 1))
+
+        return step(0)

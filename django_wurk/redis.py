@@ -1,0 +1,59 @@
+"""Redis connections and the Lua scripts we run on them.
+
+One ``redis.ConnectionPool`` per process, sized for the worker threads plus the poller
+and heartbeat. redis-py pools notice a fork (they compare pids) and drop inherited
+sockets, so a forked child never shares a socket with its parent.
+
+Each Lua script lives in ``django_wurk/lua/<name>.lua`` and is registered once per
+client; redis-py's ``Script`` sends EVALSHA and falls back to loading the script on
+NOSCRIPT, which also covers a server restarted underneath us.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import redis
+
+from django_wurk.config import Config
+
+Redis = redis.Redis
+
+
+def connect(config: Config) -> redis.Redis:
+    """A client on a fresh pool for ``config.redis_url``; responses stay bytes.
+
+    Bytes, not str: a payload with invalid UTF-8 must reach our decoder (and the dead set)
+    intact rather than blow up inside redis-py, and removing an entry with LREM/ZREM needs
+    the exact bytes that were stored.
+    """
+    pool = redis.ConnectionPool.from_url(
+        config.redis_url,
+        max_connections=config.pool_size,
+        socket_timeout=config.redis_socket_timeout + config.fetch_timeout,
+        socket_connect_timeout=config.redis_socket_timeout,
+        health_check_interval=30,
+    )
+    return redis.Redis(connection_pool=pool)
+
+
+@cache
+def script_source(name: str) -> str:
+    return resources.files("django_wurk").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+
+
+class Scripts:
+    """The Lua scripts, bound to one client."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
+        self._scripts: dict[str, Any] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        script = self._scripts.get(name)
+        if script is None:
+            script = self._client.register_script(script_source(name))
+            self._scripts[name] = script
+        return script

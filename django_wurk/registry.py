@@ -1,0 +1,60 @@
+"""The registry of job classes a worker may run, by wire name.
+
+A payload's ``class`` is looked up here and nowhere else: a payload never chooses what
+Python code to import. Jobs register themselves when their class is created (``Job``
+subclasses and ``@job`` functions), and the Django app imports each installed app's
+``jobs`` module at start-up, so a worker knows every job its project defines.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from django_wurk.job import Job
+
+
+class DuplicateJobError(ValueError):
+    """Two different job classes claim one wire name; a worker could not tell them apart."""
+
+
+class Registry:
+    def __init__(self) -> None:
+        self._jobs: dict[str, type[Job]] = {}
+        self._duplicates: dict[str, list[str]] = {}
+        self._lock = threading.Lock()
+
+    def register(self, job_class: type[Job]) -> None:
+        name = job_class.wire_name
+        with self._lock:
+            current = self._jobs.get(name)
+            if current is not None and _path(current) != _path(job_class):
+                self._duplicates.setdefault(name, [_path(current)]).append(_path(job_class))
+                raise DuplicateJobError(
+                    f"wire_name {name!r} is used by both {_path(current)} and {_path(job_class)}; "
+                    "give one of them another wire_name"
+                )
+            # Re-registering the same dotted path (a module reloaded by autoreload) replaces it.
+            self._jobs[name] = job_class
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._jobs.pop(name, None)
+
+    def resolve(self, name: str) -> type[Job] | None:
+        return self._jobs.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._jobs)
+
+    def duplicates(self) -> dict[str, list[str]]:
+        """Wire names claimed twice (kept for ``manage.py check``)."""
+        return {k: list(v) for k, v in self._duplicates.items()}
+
+
+def _path(job_class: type) -> str:
+    return f"{job_class.__module__}.{job_class.__qualname__}"
+
+
+registry = Registry()

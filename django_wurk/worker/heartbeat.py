@@ -1,0 +1,165 @@
+"""The heartbeat: tell Redis (and so Sidekiq's Web UI and API) that this process is alive.
+
+Every beat flushes the in-memory stats, rewrites the busy-work hash, and refreshes the
+process hash with a 60-second TTL, in Sidekiq's exact shape (``sidekiq-wire.md`` §4). The
+same round trip pops one remote signal from ``<identity>-signals`` (TSTP quiet, TERM
+stop, TTIN thread dump), which is how a Web UI's Quiet and Stop buttons reach us.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from django_wurk import __about__, keys, wire
+from django_wurk.worker.outage import Outage
+from django_wurk.worker.stats import Stats, queue_flush
+
+if TYPE_CHECKING:
+    from django_wurk.engine import Wurk
+    from django_wurk.worker.manager import Manager
+
+logger = logging.getLogger("django_wurk.heartbeat")
+
+
+def rss_kb() -> int:
+    """Resident set size in KB from /proc (0 where there is no /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        wurk: Wurk,
+        identity: str,
+        manager: Manager,
+        stats: Stats,
+        outage: Outage,
+        on_signal: Callable[[str], None],
+    ) -> None:
+        self.wurk = wurk
+        self.config = wurk.config
+        self.identity = identity
+        self.manager = manager
+        self.stats = stats
+        self.outage = outage
+        self.on_signal = on_signal
+        self.started_at = time.time()
+        self.stopping = threading.Event()
+        self.quiet = False
+        self.thread = threading.Thread(target=self.run, name="wurk-heartbeat", daemon=True)
+        self._info = wire.dumps(self.info())
+
+    def info(self) -> dict[str, Any]:
+        config = self.config
+        weights = {q.name: q.weight for q in config.queues}
+        mode = "strict" if config.strict_order else "weighted"
+        return {
+            "hostname": config.hostname,
+            "started_at": self.started_at,
+            "pid": os.getpid(),
+            "tag": config.tag,
+            "concurrency": config.concurrency,
+            "queues": list(config.queue_names),
+            "weights": [weights],
+            "capsules": {"default": {"concurrency": config.concurrency, "mode": mode, "weights": weights}},
+            "labels": list(config.labels),
+            "identity": self.identity,
+            "version": __about__.__version__,
+            "embedded": False,
+        }
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def run(self) -> None:
+        while not self.stopping.wait(self.config.heartbeat_interval):
+            self.beat()
+
+    def beat(self) -> None:
+        """One heartbeat; Redis errors are logged once per outage and the counts kept for later."""
+        counts = self.stats.drain()
+        try:
+            self._beat(counts)
+            self.outage.recovered()
+        except RedisError as exc:
+            self.stats.restore(*counts)
+            self.outage.failed(exc)
+        except Exception:
+            self.stats.restore(*counts)
+            logger.exception("heartbeat failed")
+
+    def _beat(self, counts: tuple[Any, ...]) -> None:
+        redis = self.wurk.redis
+        identity = self.identity
+        busy = self.manager.snapshot()
+
+        pipe = redis.pipeline(transaction=True)
+        queue_flush(pipe, *counts)
+        work_keys = [keys.work(identity)]
+        if self.config.legacy_workers_key:
+            work_keys.append(keys.legacy_workers(identity))
+        work = {
+            tid: wire.dumps(
+                {"queue": w.unit.queue, "payload": w.unit.raw.decode("utf-8", "replace"), "run_at": w.run_at}
+            )
+            for tid, w in busy.items()
+        }
+        for key in work_keys:
+            pipe.unlink(key)
+            if work:
+                pipe.hset(key, mapping=work)  # type: ignore[arg-type]
+                pipe.expire(key, keys.PROCESS_TTL)
+        pipe.execute()
+
+        started = time.perf_counter()
+        redis.ping()
+        rtt_us = int((time.perf_counter() - started) * 1_000_000)
+
+        pipe = redis.pipeline(transaction=True)
+        pipe.sadd(keys.PROCESSES, identity)
+        pipe.hset(
+            keys.process(identity),
+            mapping={
+                "info": self._info,
+                "concurrency": self.config.concurrency,
+                "busy": len(busy),
+                "beat": repr(time.time()),
+                "rtt_us": rtt_us,
+                "quiet": "true" if self.quiet else "false",
+                "rss": rss_kb(),
+            },
+        )
+        pipe.expire(keys.process(identity), keys.PROCESS_TTL)
+        pipe.rpop(keys.signals(identity))
+        signal = pipe.execute()[-1]
+        if signal:
+            self.on_signal(signal.decode("utf-8", "replace"))
+
+    def stop(self) -> None:
+        """Final flush, then leave the process set; the process hash is left to expire (as Sidekiq does)."""
+        self.stopping.set()
+        if self.thread.is_alive():
+            self.thread.join(5)
+        counts = self.stats.drain()
+        try:
+            pipe = self.wurk.redis.pipeline(transaction=True)
+            queue_flush(pipe, *counts)
+            pipe.srem(keys.PROCESSES, self.identity)
+            pipe.unlink(keys.work(self.identity), keys.legacy_workers(self.identity))
+            pipe.execute()
+        except RedisError as exc:
+            logger.error("could not deregister %s from Redis at shutdown: %s", self.identity, exc)

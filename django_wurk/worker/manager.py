@@ -1,0 +1,96 @@
+"""The manager owns the processor threads and decides what happens to their jobs at stop.
+
+Quiet means: stop fetching, finish what is running. Stop means: quiet, wait up to the
+timeout, then interrupt what is still running and push those jobs back to their queues
+(RPUSH, so they are fetched first by whoever picks up next). A job that finishes after it
+was pushed back could run twice, which is the at-least-once promise we document.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from django_wurk.worker.fetch import BasicFetch
+from django_wurk.worker.outage import Outage
+from django_wurk.worker.processor import Processor, Shutdown, Work
+from django_wurk.worker.retry import RetryHandler
+from django_wurk.worker.stats import Stats
+
+if TYPE_CHECKING:
+    from django_wurk.engine import Wurk
+
+logger = logging.getLogger("django_wurk.manager")
+
+
+def interrupt(thread: threading.Thread) -> None:
+    """Raise ``Shutdown`` in another thread at its next bytecode (C calls run to completion)."""
+    if thread.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(Shutdown))
+
+
+class Manager:
+    def __init__(self, wurk: Wurk, stats: Stats, outage: Outage) -> None:
+        self.wurk = wurk
+        self.config = wurk.config
+        self.stats = stats
+        self.outage = outage
+        self.fetch = BasicFetch(self.config, wurk.redis)
+        self.retry = RetryHandler(wurk)
+        self.lock = threading.Lock()
+        self.busy: dict[str, Work] = {}
+        self.quieting = threading.Event()
+        self.processors: list[Processor] = []
+
+    def start(self) -> None:
+        for i in range(self.config.concurrency):
+            self._spawn(i)
+
+    def _spawn(self, index: int) -> None:
+        processor = Processor(self, index)
+        self.processors.append(processor)
+        processor.start()
+
+    def processor_died(self, processor: Processor) -> None:
+        with self.lock:
+            if processor in self.processors:
+                index = self.processors.index(processor)
+                self.processors.remove(processor)
+            else:
+                return
+        if not self.quieting.is_set():
+            self._spawn(index)
+
+    def snapshot(self) -> dict[str, Work]:
+        with self.lock:
+            return dict(self.busy)
+
+    def quiet(self) -> None:
+        self.quieting.set()
+
+    def stop(self, timeout: float) -> int:
+        """Quiet, wait up to ``timeout``, push back what is unfinished; returns how many were pushed back."""
+        self.quiet()
+        deadline = time.monotonic() + timeout
+        for p in list(self.processors):
+            p.thread.join(max(0.0, deadline - time.monotonic()))
+        with self.lock:
+            unfinished = [w for w in self.busy.values() if not w.finished]
+            for work in unfinished:
+                work.abandoned = True
+                interrupt(work.thread)
+        if not unfinished:
+            return 0
+        # Let interrupted threads unwind, then push back whatever still has not finished.
+        grace = time.monotonic() + 1.0
+        for work in unfinished:
+            work.thread.join(max(0.0, grace - time.monotonic()))
+        with self.lock:
+            requeue = [w.unit for w in unfinished if not w.finished]
+        self.fetch.requeue(requeue)
+        for unit in requeue:
+            logger.warning("pushed an unfinished job back to queue %r", unit.queue)
+        return len(requeue)

@@ -1,0 +1,202 @@
+"""A processor is one job thread: fetch a job, run it, record the outcome, repeat.
+
+Everything that can go wrong with data in Redis is handled here without killing the
+thread: an undecodable payload is buried with a reason, an unknown class fails and
+retries, and a Redis outage makes the thread back off instead of spinning.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from django_wurk import wire
+from django_wurk.worker.fetch import UnitOfWork
+from django_wurk.worker.retry import bury
+
+if TYPE_CHECKING:
+    from django_wurk.worker.manager import Manager
+
+logger = logging.getLogger("django_wurk.processor")
+job_logger = logging.getLogger("django_wurk.job")
+
+#: The class name an undecodable payload is filed under in the dead set.
+INVALID_PAYLOAD_CLASS = "django_wurk.InvalidPayload"
+
+
+class Shutdown(BaseException):  # noqa: N818 - mirrors Sidekiq::Shutdown
+    """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
+
+
+def thread_id() -> str:
+    """A short per-thread id for the busy-work hash, like Sidekiq's base-36 tid."""
+    n = threading.get_ident() ^ os.getpid()
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = digits[r] + out
+    return out or "0"
+
+
+@dataclass
+class Work:
+    """A job being run, as the heartbeat reports it."""
+
+    unit: UnitOfWork
+    thread: threading.Thread
+    run_at: int = field(default_factory=lambda: int(time.time()))
+    finished: bool = False
+    abandoned: bool = False
+
+
+def invalid_payload_envelope(unit: UnitOfWork, error: wire.PayloadError, style: wire.TimestampStyle) -> str:
+    """Wrap a payload we cannot run so the dead set says why and keeps every byte of it.
+
+    The original text is the single argument (base64 when it is not UTF-8). ``retry: 0``
+    means a "Retry" from a dashboard sends it straight back to the dead set rather than
+    discarding it.
+    """
+    now = wire.now_stamp(style)
+    envelope: dict[str, Any] = {"retry": 0, "queue": unit.queue, "class": INVALID_PAYLOAD_CLASS}
+    try:
+        envelope["args"] = [unit.raw.decode("utf-8")]
+    except UnicodeDecodeError:
+        import base64
+
+        envelope["args"] = []
+        envelope["payload_base64"] = base64.b64encode(unit.raw).decode("ascii")
+    envelope.update(
+        jid=wire.new_jid(),
+        created_at=now,
+        enqueued_at=now,
+        error_message=str(error),
+        error_class=error.error_class,
+        failed_at=now,
+        retry_count=0,
+    )
+    return wire.dumps(envelope)
+
+
+class Processor:
+    def __init__(self, manager: Manager, index: int) -> None:
+        self.manager = manager
+        self.wurk = manager.wurk
+        self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def run(self) -> None:
+        manager = self.manager
+        self.tid = thread_id()
+        try:
+            while not manager.quieting.is_set():
+                try:
+                    unit = manager.fetch.fetch()
+                except RedisError as exc:
+                    manager.outage.failed(exc)
+                    manager.quieting.wait(manager.outage.backoff())
+                    continue
+                manager.outage.recovered()
+                if unit is not None:
+                    self.process(unit)
+        except Shutdown:
+            pass
+        except Exception:
+            # Nothing above should raise; if it does, say so loudly and let the manager replace us.
+            logger.exception("processor thread crashed")
+            manager.processor_died(self)
+
+    def process(self, unit: UnitOfWork) -> None:
+        manager = self.manager
+        work = Work(unit, self.thread)
+        with manager.lock:
+            manager.busy[self.tid] = work
+        try:
+            self._process(unit)
+            with manager.lock:
+                work.finished = True
+        except Shutdown:
+            raise
+        finally:
+            with manager.lock:
+                manager.busy.pop(self.tid, None)
+
+    def _process(self, unit: UnitOfWork) -> None:
+        wurk = self.wurk
+        try:
+            payload = wire.loads(unit.raw)
+        except wire.PayloadError as error:
+            logger.error("burying an unreadable job from queue %r: %s", unit.queue, error)
+            self._record_outcome(
+                lambda: bury(wurk, invalid_payload_envelope(unit, error, wurk.config.timestamps)), unit
+            )
+            unit.acknowledge()
+            return
+
+        job_class_name = wire.job_display_class(payload)
+        jid = payload.get("jid", "")
+        log = job_logger.isEnabledFor(logging.INFO)
+        if log:
+            job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
+        job = None
+        started = time.monotonic()
+        try:
+            job = wurk.instantiate(wurk.resolve(payload), payload)
+            wurk.perform(job, payload)
+        except Shutdown:
+            raise
+        except Exception as exc:
+            elapsed = (time.monotonic() - started) * 1000
+            manager = self.manager
+            manager.stats.record(job_class_name, elapsed, True, time.time())
+            if log:
+                job_logger.info(
+                    "fail: %.3f sec (%s: %s)",
+                    elapsed / 1000,
+                    type(exc).__name__,
+                    exc,
+                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                )
+            wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
+            job_ref = job
+            self._record_outcome(lambda: manager.retry.handle(unit.raw, unit.queue, job_ref, exc), unit)
+            unit.acknowledge()
+            return
+        elapsed = (time.monotonic() - started) * 1000
+        self.manager.stats.record(job_class_name, elapsed, False, time.time())
+        if log:
+            job_logger.info(
+                "done: %.3f sec",
+                elapsed / 1000,
+                extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+            )
+        unit.acknowledge()
+
+    def _record_outcome(self, write: Any, unit: UnitOfWork) -> None:
+        """Write a retry/dead entry, riding out a Redis outage rather than dropping the job."""
+        manager = self.manager
+        deadline = time.monotonic() + max(manager.wurk.config.timeout, 5.0) * 4
+        while True:
+            try:
+                write()
+                manager.outage.recovered()
+                return
+            except RedisError as exc:
+                manager.outage.failed(exc)
+                if time.monotonic() > deadline:
+                    logger.critical(
+                        "could not record a failed job in Redis (%s); its payload from queue %r follows: %r",
+                        exc,
+                        unit.queue,
+                        unit.raw,
+                    )
+                    return
+                time.sleep(manager.outage.backoff())

@@ -1,0 +1,107 @@
+"""Jobs the test suite runs in real workers. Each records what it saw in Redis (``seen:<name>``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+from django_wurk import Job, job, wurk
+
+release = threading.Event()
+
+
+def record(name: str, value: Any) -> None:
+    wurk.redis.rpush(f"seen:{name}", json.dumps(value))
+
+
+@job(queue="default")
+def echo(*args: Any) -> None:
+    record("echo", list(args))
+
+
+@job(queue="critical", retry=5, backtrace=3, tags=["alpha"])
+def critical(x: Any) -> None:
+    record("critical", x)
+
+
+@job(retry=2, backtrace=True)
+def always_fails(n: int) -> None:
+    raise ValueError(f"boom {n}")
+
+
+@job(retry=0)
+def dies_at_once(n: int) -> None:
+    raise RuntimeError(f"fatal {n}")
+
+
+@job(retry=False)
+def fails_without_retry(n: int) -> None:
+    raise RuntimeError(f"no retry {n}")
+
+
+@job
+def sleepy(seconds: float) -> None:
+    record("sleepy-start", seconds)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.02)
+    record("sleepy-done", seconds)
+
+
+@job
+def blocks_until_released(tag: str) -> None:
+    record("blocked", tag)
+    release.wait(30)
+
+
+class Discarding(Job):
+    wire_name = "Discarding"
+    retry = 3
+
+    def perform(self, n: int) -> None:
+        raise KeyError(n)
+
+    def retry_in(self, count: int, exc: BaseException) -> str:
+        return "discard"
+
+
+class Killing(Job):
+    wire_name = "Killing"
+
+    def perform(self, n: int) -> None:
+        raise KeyError(n)
+
+    def retry_in(self, count: int, exc: BaseException) -> str:
+        return "kill"
+
+
+class CustomDelay(Job):
+    wire_name = "CustomDelay"
+    retry = 5
+
+    def perform(self) -> None:
+        raise LookupError("later")
+
+    def retry_in(self, count: int, exc: BaseException) -> int:
+        return 1000
+
+
+class Exhausting(Job):
+    wire_name = "Exhausting"
+    retry = 0
+
+    def perform(self) -> None:
+        raise LookupError("exhaust")
+
+    def retries_exhausted(self, payload: dict[str, Any], exc: BaseException) -> None:
+        record("exhausted", {"jid": payload["jid"], "error": str(exc)})
+
+
+class PlainJob(Job):
+    wire_name = "PlainJob"
+
+    def perform(self, *args: Any) -> Any:
+        record("PlainJob", list(args))
+        return len(args)

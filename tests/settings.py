@@ -1,0 +1,43 @@
+"""Django settings for the test suite: SQLite by default, PostgreSQL when DATABASE_URL is set."""
+
+import os
+
+import environ
+
+env = environ.Env()
+
+SECRET_KEY = "tests-only-not-secret"
+DEBUG = False
+USE_TZ = True
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django_wurk",
+    "tests.jobsapp",
+]
+DATABASES = {"default": env.db("DATABASE_URL", default="sqlite://:memory:")}
+ROOT_URLCONF = "tests.urls"
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+WURK = {"REDIS_URL": os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")}
