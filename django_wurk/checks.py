@@ -51,7 +51,9 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     try:
         client.ping()
     except RedisError as exc:
-        return [Warning(f"Redis at {redact_url(config.redis_url)} does not answer: {exc}", id="django_wurk.W001")]
+        return [
+            Warning(f"Redis at {redact_url(config.redis_url)} does not answer: {exc}", id="django_wurk.W001")
+        ]
     finally:
         client.connection_pool.disconnect()
     return []

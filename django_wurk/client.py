@@ -49,7 +49,7 @@ class RedisPusher:
             for payload in payloads:
                 payload.pop("enqueued_at", None)
                 entries_at[wire.dumps(payload)] = at
-            pipe.zadd(keys.SCHEDULE, entries_at)  # type: ignore[arg-type]
+            pipe.zadd(keys.SCHEDULE, entries_at)
         pipe.execute()
 
 
@@ -77,6 +77,24 @@ class Client:
         self.wurk.pusher.push([prepared], at)
         jid: str = prepared["jid"]
         return jid
+
+    def promote(self, key: str, member: bytes, payload: Payload) -> bool:
+        """Move one sorted-set entry onto its queue atomically, as a normal push.
+
+        The payload gets a fresh ``enqueued_at`` and passes the client middleware; then one
+        Lua script removes ``member`` from ``key`` and pushes the result, so the entry is
+        never lost between the two steps and, if two callers race, only one pushes it.
+        Returns False when the entry was already gone (or middleware dropped the push).
+        """
+        payload = dict(payload)
+        payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
+        prepared = self.prepare(payload)
+        queue = str((prepared or payload).get("queue") or "default")
+        body = wire.dumps(prepared) if prepared is not None else ""
+        moved = self.wurk.scripts.promote(
+            keys=[key, keys.QUEUES, keys.queue(queue)], args=[member, queue, body]
+        )
+        return bool(moved) and prepared is not None
 
     def push_bulk(
         self, payloads: Sequence[Payload], at: float | None = None, batch_size: int = 1000

@@ -50,7 +50,9 @@ def _read(env: FileAwareMapping, key: str) -> str | None:
     return str(value).strip() if key + "_FILE" in env.env else str(value)
 
 
-def build_config(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Config:
+def build_config(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
     """The effective configuration; raises ``ConfigError`` naming the offending key."""
     merged: dict[str, Any] = {}
     merged.update(settings_values())

@@ -177,7 +177,9 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         try:
             return TimestampStyle(raw)
         except ValueError:
-            raise ConfigError(key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}") from None
+            raise ConfigError(
+                key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}"
+            ) from None
     if name in ("legacy_workers_key", "strict_args"):
         if isinstance(raw, bool):
             return raw
@@ -215,13 +217,17 @@ def _number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
     try:
         return kind(raw)
     except (TypeError, ValueError):
-        raise ConfigError(key, f"expected {'an integer' if kind is int else 'a number'}, got {raw!r}") from None
+        raise ConfigError(
+            key, f"expected {'an integer' if kind is int else 'a number'}, got {raw!r}"
+        ) from None
 
 
 def _validate(c: Config) -> None:
     scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
     if scheme not in ("redis", "rediss", "unix", "valkey", "valkeys"):
-        raise ConfigError("REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}")
+        raise ConfigError(
+            "REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}"
+        )
     positive = {
         "CONCURRENCY": c.concurrency,
         "HEARTBEAT_INTERVAL": c.heartbeat_interval,

@@ -46,7 +46,9 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
             if isinstance(value, timedelta):
                 value = int(value.total_seconds())
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1_000_000_000
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not 0 < value < 1_000_000_000
             ):
                 raise ValueError(f"{where}: retry_for must be seconds (or a timedelta) > 0, got {value!r}")
         elif key == "retry_queue":
@@ -173,7 +175,10 @@ class Setter:
         args = list(args)
         if wurk.config.strict_args:
             check_json_native(args, "args")
-        payload: Payload = {"retry": self.options.get("retry", True), "queue": self.options.get("queue", "default")}
+        payload: Payload = {
+            "retry": self.options.get("retry", True),
+            "queue": self.options.get("queue", "default"),
+        }
         for key, value in self.options.items():
             if key not in ("retry", "queue"):
                 payload[key] = value
@@ -194,7 +199,9 @@ class Setter:
     def perform_at(self, when: float | datetime, *args: Any) -> str | None:
         if isinstance(when, datetime):
             if when.tzinfo is None:
-                raise ValueError("perform_at needs an aware datetime (naive times are ambiguous across servers)")
+                raise ValueError(
+                    "perform_at needs an aware datetime (naive times are ambiguous across servers)"
+                )
             return self._push_at(when.timestamp(), args)
         return self.perform_in(when, *args)
 
@@ -288,7 +295,8 @@ def job(
     def wrap(f: Callable[P, R]) -> JobFunction[P, R]:
         if "<locals>" in f.__qualname__:
             raise ValueError(
-                f"@job needs a module-level function; {f.__qualname__} is nested, so a worker could not find it"
+                f"@job needs a module-level function; {f.__qualname__} is nested, "
+                "so a worker could not find it"
             )
         known = {k: options.pop(k) for k in list(options) if k in KNOWN_OPTIONS}
         attrs: dict[str, Any] = {

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeAlias
 
 import redis
 
 from django_wurk.config import Config
 
-Redis = redis.Redis
+#: redis-py's annotations type every reply as ``Awaitable | Any`` (one client class serves
+#: sync and async), which checks nothing and forces casts everywhere; we treat replies as
+#: ``Any`` and check the values where we decode them.
+Redis: TypeAlias = Any
 
 
-def connect(config: Config) -> redis.Redis:
+def connect(config: Config) -> Redis:
     """A client on a fresh pool for ``config.redis_url``; responses stay bytes.
 
     Bytes, not str: a payload with invalid UTF-8 must reach our decoder (and the dead set)
@@ -47,7 +50,7 @@ def script_source(name: str) -> str:
 class Scripts:
     """The Lua scripts, bound to one client."""
 
-    def __init__(self, client: redis.Redis) -> None:
+    def __init__(self, client: Redis) -> None:
         self._client = client
         self._scripts: dict[str, Any] = {}
 

@@ -15,7 +15,7 @@ import os
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 Payload = dict[str, Any]
@@ -28,7 +28,7 @@ TIMESTAMP_FIELDS = ("created_at", "enqueued_at", "failed_at", "retried_at", "dis
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
-class TimestampStyle(str, Enum):
+class TimestampStyle(StrEnum):
     """How job timestamps are written. Scores, beats and ``run_at`` are always seconds."""
 
     FLOAT_SECONDS = "float"
@@ -43,7 +43,7 @@ class PayloadError(ValueError):
         self.error_class = error_class
 
 
-def dumps(payload: Mapping[str, Any]) -> str:
+def dumps(payload: Any) -> str:
     """Encode like Ruby's ``JSON.generate``: compact, raw UTF-8, no NaN."""
     return _encoder.encode(payload)
 
@@ -57,7 +57,9 @@ def loads(raw: bytes | str) -> Payload:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise PayloadError("InvalidPayload", f"payload is not valid UTF-8 ({exc.reason} at byte {exc.start})")
+            raise PayloadError(
+                "InvalidPayload", f"payload is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
     try:
         payload = json.loads(raw)
     except ValueError as exc:
@@ -70,7 +72,9 @@ def loads(raw: bytes | str) -> Payload:
     if "args" not in payload:
         raise PayloadError("InvalidPayload", "payload has no 'args'")
     if not isinstance(payload["args"], list):
-        raise PayloadError("InvalidPayload", f"payload 'args' is a {type(payload['args']).__name__}, not a list")
+        raise PayloadError(
+            "InvalidPayload", f"payload 'args' is a {type(payload['args']).__name__}, not a list"
+        )
     return payload
 
 
@@ -166,7 +170,9 @@ def check_json_native(args: Any, where: str = "args") -> None:
     if isinstance(args, dict):
         for key, item in args.items():
             if not isinstance(key, str):
-                raise TypeError(f"{where} has a key {key!r} of type {type(key).__name__}; JSON keys must be str")
+                raise TypeError(
+                    f"{where} has a key {key!r} of type {type(key).__name__}; JSON keys must be str"
+                )
             check_json_native(item, f"{where}[{key!r}]")
         return
     raise TypeError(
@@ -182,3 +188,11 @@ def job_display_class(payload: Mapping[str, Any]) -> str:
         if isinstance(value, str) and value:
             return value
     return "?"
+
+
+def loads_object(raw: bytes | str) -> Payload:
+    """Decode any JSON object (heartbeat info, work entries); ``ValueError`` otherwise."""
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value

@@ -121,7 +121,7 @@ class Heartbeat:
         for key in work_keys:
             pipe.unlink(key)
             if work:
-                pipe.hset(key, mapping=work)  # type: ignore[arg-type]
+                pipe.hset(key, mapping=work)
                 pipe.expire(key, keys.PROCESS_TTL)
         pipe.execute()
 

@@ -40,4 +40,4 @@ class Outage:
             logger.warning("Redis at %s is reachable again after %d failed attempts", self._url, was)
 
     def backoff(self) -> float:
-        return min(0.1 * 2 ** min(self._failures, 8), self.MAX_BACKOFF)
+        return min(0.1 * 2.0 ** min(self._failures, 8), self.MAX_BACKOFF)

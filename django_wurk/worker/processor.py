@@ -7,6 +7,7 @@ retries, and a Redis outage makes the thread back off instead of spinning.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import threading
@@ -30,7 +31,7 @@ job_logger = logging.getLogger("django_wurk.job")
 INVALID_PAYLOAD_CLASS = "django_wurk.InvalidPayload"
 
 
-class Shutdown(BaseException):  # noqa: N818 - mirrors Sidekiq::Shutdown
+class Shutdown(BaseException):
     """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
 
 
@@ -136,7 +137,8 @@ class Processor:
         except wire.PayloadError as error:
             logger.error("burying an unreadable job from queue %r: %s", unit.queue, error)
             self._record_outcome(
-                lambda: bury(wurk, invalid_payload_envelope(unit, error, wurk.config.timestamps)), unit
+                functools.partial(bury, wurk, invalid_payload_envelope(unit, error, wurk.config.timestamps)),
+                unit,
             )
             unit.acknowledge()
             return
@@ -166,8 +168,9 @@ class Processor:
                     extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
-            job_ref = job
-            self._record_outcome(lambda: manager.retry.handle(unit.raw, unit.queue, job_ref, exc), unit)
+            self._record_outcome(
+                functools.partial(manager.retry.handle, unit.raw, unit.queue, job, exc), unit
+            )
             unit.acknowledge()
             return
         elapsed = (time.monotonic() - started) * 1000

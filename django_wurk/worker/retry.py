@@ -83,7 +83,9 @@ class RetryHandler:
 
         backtrace = msg.get("backtrace")
         if backtrace:
-            limit = config.backtrace_limit if backtrace is True else min(int(backtrace), config.backtrace_limit)
+            limit = (
+                config.backtrace_limit if backtrace is True else min(int(backtrace), config.backtrace_limit)
+            )
             msg["error_backtrace"] = wire.encode_backtrace(backtrace_lines(exc.__traceback__, limit))
 
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else config.max_retries
@@ -98,7 +100,7 @@ class RetryHandler:
             delay = self._delay(job, count, exc)
             if delay == "discard":
                 return self._discard(msg, exc)
-            if delay != "kill":
+            if not isinstance(delay, str):
                 score = now + delay + jitter(count)
                 self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): score})
                 return "retry"

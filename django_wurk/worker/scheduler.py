@@ -87,21 +87,10 @@ class Poller:
             payload = wire.loads(member)
         except wire.PayloadError as error:
             logger.error("moving an unreadable entry from %r to the dead set: %s", key, error)
-            envelope = invalid_payload_envelope(UnitOfWork(key, member), error, self.config.timestamps)
+            envelope = invalid_payload_envelope(UnitOfWork("default", member), error, self.config.timestamps)
             bury(wurk, envelope, source=key, member=member)
             return 0
-        payload["enqueued_at"] = wire.now_stamp(self.config.timestamps)
-        queue = payload.get("queue") if isinstance(payload.get("queue"), str) else "default"
-        prepared = wurk.client.prepare(payload)
-        body = wire.dumps(prepared) if prepared is not None else ""
-        queue = prepared.get("queue", queue) if prepared is not None else queue
-        return int(
-            wurk.scripts.promote(
-                keys=[key, keys.QUEUES, keys.queue(str(queue))],
-                args=[member, str(queue), body],
-            )
-            and bool(body)
-        )
+        return int(wurk.client.promote(key, member, payload))
 
     def cleanup_processes(self) -> None:
         """Drop ``processes`` entries whose hash expired (a process killed without a goodbye).

@@ -83,7 +83,9 @@ class Stats:
                     cur.buckets[b] += n
 
 
-def queue_flush(pipe: Any, processed: int, failed: int, metrics: dict[tuple[datetime, str], ClassMetrics]) -> None:
+def queue_flush(
+    pipe: Any, processed: int, failed: int, metrics: dict[tuple[datetime, str], ClassMetrics]
+) -> None:
     """Add the flush commands for drained counts to a pipeline."""
     today = datetime.now(UTC).date().isoformat()
     if processed:

@@ -13,7 +13,7 @@ from django_wurk.config import ConfigError, parse_queue, redact_url
 
 class Command(BaseCommand):
     help = "Run a django-wurk worker: fetch jobs from Redis and run them."
-    requires_system_checks = ["wurk"]  # type: ignore[assignment]
+    requires_system_checks = ["wurk"]
 
     def add_arguments(self, parser: ArgumentParser) -> None:
         parser.add_argument("-c", "--concurrency", type=int, help="job threads (default 5)")
@@ -25,11 +25,15 @@ class Command(BaseCommand):
             metavar="NAME[,WEIGHT]",
             help="queue to work, repeatable; strict order without weights, weighted random with them",
         )
-        parser.add_argument("-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown")
+        parser.add_argument(
+            "-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown"
+        )
         parser.add_argument("-g", "--tag", help="a tag shown next to this process in the dashboards")
         parser.add_argument("--logfile", help="write logs to this file instead of stderr")
         parser.add_argument("--log-format", choices=["text", "json"], default="text")
-        parser.add_argument("--autoreload", action="store_true", help="restart when code changes (development)")
+        parser.add_argument(
+            "--autoreload", action="store_true", help="restart when code changes (development)"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django_wurk import logging as wurk_logging

@@ -1,0 +1,553 @@
+"""The data API: read and change what is in Redis, as Sidekiq's ``Sidekiq::*`` API does.
+
+``Stats``, ``Queue``, ``ScheduledSet``, ``RetrySet``, ``DeadSet``, ``ProcessSet`` and
+``Workers`` read the same keys as Sidekiq's Web UI, so they report Ruby and Python
+processes alike. Entries keep the exact bytes read from Redis: removing one (LREM/ZREM)
+needs them, and an entry we cannot decode is still listed, deletable and killable.
+
+Every method that moves an entry says whether it found it, so a caller (the dashboard)
+can report "that job is gone" instead of failing.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from django_wurk import keys, wire
+from django_wurk.engine import Wurk
+from django_wurk.engine import wurk as default_wurk
+from django_wurk.worker.retry import bury
+
+ACTIVEJOB_WRAPPERS = frozenset(
+    {"ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper", "Sidekiq::ActiveJob::Wrapper"}
+)
+PAGE = 100
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+class JobRecord:
+    """One job as stored: ``raw`` bytes plus the decoded payload (``None`` if unreadable)."""
+
+    def __init__(self, raw: bytes, queue: str | None = None) -> None:
+        self.raw = raw
+        try:
+            self.payload: wire.Payload | None = wire.loads(raw)
+            self.error: str | None = None
+        except wire.PayloadError as exc:
+            self.payload = None
+            self.error = str(exc)
+        self._queue = queue
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.payload.get(key, default) if self.payload is not None else default
+
+    @property
+    def jid(self) -> str:
+        return str(self.get("jid", ""))
+
+    @property
+    def job_class(self) -> str:
+        """The class a person cares about (ActiveJob's ``wrapped`` rather than the wrapper)."""
+        return wire.job_display_class(self.payload) if self.payload is not None else "(unreadable payload)"
+
+    @property
+    def queue(self) -> str:
+        return self._queue or str(self.get("queue", ""))
+
+    @property
+    def args(self) -> list[Any]:
+        args = self.get("args", [])
+        return args if isinstance(args, list) else []
+
+    @property
+    def display_args(self) -> list[Any]:
+        """Arguments as the job sees them: ActiveJob's ``arguments``, without ``_aj_*`` markers."""
+        args = self.args
+        if self.get("class") in ACTIVEJOB_WRAPPERS and args and isinstance(args[0], dict):
+            inner = args[0].get("arguments", [])
+            return [_strip_aj(a) for a in inner] if isinstance(inner, list) else []
+        if self.get("encrypt") and args:
+            return [*args[:-1], "[encrypted data]"]
+        return args
+
+    @property
+    def enqueued_at(self) -> float | None:
+        return wire.read_stamp(self.get("enqueued_at"))
+
+    @property
+    def created_at(self) -> float | None:
+        return wire.read_stamp(self.get("created_at"))
+
+    @property
+    def failed_at(self) -> float | None:
+        return wire.read_stamp(self.get("failed_at"))
+
+    @property
+    def retried_at(self) -> float | None:
+        return wire.read_stamp(self.get("retried_at"))
+
+    @property
+    def error_class(self) -> str:
+        return str(self.get("error_class", ""))
+
+    @property
+    def error_message(self) -> str:
+        return str(self.get("error_message", ""))
+
+    @property
+    def backtrace(self) -> list[str]:
+        return wire.decode_backtrace(self.get("error_backtrace"))
+
+    @property
+    def tags(self) -> list[str]:
+        tags = self.get("tags", [])
+        return [str(t) for t in tags] if isinstance(tags, list) else []
+
+    @property
+    def latency(self) -> float:
+        stamp = self.enqueued_at or self.created_at
+        return max(time.time() - stamp, 0.0) if stamp else 0.0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.job_class} jid={self.jid}>"
+
+
+def _strip_aj(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _strip_aj(v) for k, v in value.items() if not k.startswith("_aj_")}
+    if isinstance(value, list):
+        return [_strip_aj(v) for v in value]
+    return value
+
+
+class Queue:
+    def __init__(self, name: str = "default", wurk: Wurk = default_wurk) -> None:
+        self.name = name
+        self.wurk = wurk
+        self.key = keys.queue(name)
+
+    @classmethod
+    def all(cls, wurk: Wurk = default_wurk) -> list[Queue]:
+        names = sorted(_text(n) for n in wurk.redis.smembers(keys.QUEUES))
+        return [cls(n, wurk) for n in names]
+
+    def size(self) -> int:
+        return int(self.wurk.redis.llen(self.key))
+
+    def latency(self) -> float:
+        """Age in seconds of the oldest job (the next to run); 0.0 when empty."""
+        raw = self.wurk.redis.lindex(self.key, -1)
+        return JobRecord(raw, self.name).latency if raw is not None else 0.0
+
+    def paused(self) -> bool:
+        return bool(self.wurk.redis.sismember(keys.PAUSED, self.name))
+
+    def page(self, start: int = 0, count: int = 25) -> list[JobRecord]:
+        """Jobs from the head (newest) onwards."""
+        raws = self.wurk.redis.lrange(self.key, start, start + count - 1)
+        return [JobRecord(raw, self.name) for raw in raws]
+
+    def __iter__(self) -> Iterator[JobRecord]:
+        start = 0
+        while True:
+            page = self.page(start, PAGE)
+            yield from page
+            if len(page) < PAGE:
+                return
+            start += PAGE
+
+    def find_job(self, jid: str) -> JobRecord | None:
+        return next((r for r in self if r.jid == jid), None)
+
+    def delete_job(self, record: JobRecord) -> bool:
+        return bool(self.wurk.redis.lrem(self.key, 1, record.raw))
+
+    def clear(self) -> None:
+        pipe = self.wurk.redis.pipeline(transaction=True)
+        pipe.unlink(self.key)
+        pipe.srem(keys.QUEUES, self.name)
+        pipe.execute()
+
+
+class SortedEntry(JobRecord):
+    """A job in the schedule, retry or dead set, addressed by ``<score>-<jid>``."""
+
+    def __init__(self, raw: bytes, score: float, parent: SortedSet) -> None:
+        super().__init__(raw)
+        self.score = score
+        self.parent = parent
+
+    @property
+    def at(self) -> float:
+        return self.score
+
+    @property
+    def key(self) -> str:
+        """How Sidekiq's Web UI addresses an entry: the score as Ruby prints it, a dash, the jid."""
+        return f"{self.score!r}-{self.jid}"
+
+    def delete(self) -> bool:
+        return bool(self.parent.wurk.redis.zrem(self.parent.name, self.raw))
+
+    def add_to_queue(self) -> bool:
+        """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
+        if self.payload is None:
+            return False
+        return self.parent.wurk.client.promote(self.parent.name, self.raw, self.payload)
+
+    def retry(self) -> bool:
+        """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
+        so the retry does not use up an attempt."""
+        if self.payload is None:
+            return False
+        payload = dict(self.payload)
+        if isinstance(payload.get("retry_count"), int):
+            payload["retry_count"] -= 1
+        return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+
+    def kill(self) -> bool:
+        """Move to the dead set (unchanged) and tell the death handlers."""
+        wurk = self.parent.wurk
+        if self.parent.name == keys.DEAD:
+            return False
+        moved = bury(wurk, _text(self.raw), source=self.parent.name, member=self.raw)
+        if moved and self.payload is not None:
+            wurk.report_death(self.payload, RuntimeError("Job killed by API"))
+        return moved
+
+    def reschedule(self, at: float) -> bool:
+        """Move the entry to another time; False if it has gone."""
+        return bool(self.parent.wurk.redis.zadd(self.parent.name, {self.raw: at}, xx=True, ch=True))
+
+
+def parse_entry_key(value: str) -> tuple[float, str]:
+    """``"<score>-<jid>"`` -> (score, jid); ``ValueError`` on anything else."""
+    score_text, sep, jid = value.partition("-")
+    if not sep or not jid:
+        raise ValueError(f"{value!r} is not an entry key of the form <score>-<jid>")
+    return float(score_text), jid
+
+
+class SortedSet:
+    name = ""
+
+    def __init__(self, wurk: Wurk = default_wurk) -> None:
+        self.wurk = wurk
+
+    def size(self) -> int:
+        return int(self.wurk.redis.zcard(self.name))
+
+    def page(
+        self, start: int = 0, count: int = 25, newest_first: bool = False
+    ) -> tuple[int, list[SortedEntry]]:
+        """(total size, one page of entries), read in one MULTI like the Web UI."""
+        pipe = self.wurk.redis.pipeline(transaction=True)
+        pipe.zcard(self.name)
+        pipe.zrange(self.name, start, start + count - 1, desc=newest_first, withscores=True)
+        total, rows = pipe.execute()
+        return int(total), [SortedEntry(raw, score, self) for raw, score in rows]
+
+    def __iter__(self) -> Iterator[SortedEntry]:
+        return self.iterate()
+
+    def iterate(self, newest_first: bool = False) -> Iterator[SortedEntry]:
+        """Every entry, paged; safe while entries are removed behind the cursor."""
+        start = 0
+        while True:
+            _, page = self.page(start, PAGE, newest_first)
+            yield from page
+            if len(page) < PAGE:
+                return
+            start += PAGE
+
+    def scan(self, match: str) -> Iterator[SortedEntry]:
+        """Entries whose JSON contains ``match`` (Redis ZSCAN, so it never loads the whole set)."""
+        pattern = "*" + "".join("\\" + c if c in "*?[]\\" else c for c in match) + "*"
+        for raw, score in self.wurk.redis.zscan_iter(self.name, match=pattern, count=500):
+            yield SortedEntry(raw, score, self)
+
+    def fetch(self, score: float, jid: str | None = None) -> list[SortedEntry]:
+        rows = self.wurk.redis.zrangebyscore(self.name, score, score, withscores=True)
+        entries = [SortedEntry(raw, s, self) for raw, s in rows]
+        return [e for e in entries if jid is None or e.jid == jid]
+
+    def find(self, entry_key: str) -> SortedEntry | None:
+        """The entry a ``<score>-<jid>`` key names, or ``None`` if it has gone."""
+        score, jid = parse_entry_key(entry_key)
+        found = self.fetch(score, jid)
+        return found[0] if found else None
+
+    def find_job(self, jid: str) -> SortedEntry | None:
+        return next(iter(e for e in self.scan(jid) if e.jid == jid), None)
+
+    def delete(self, entry_key: str) -> bool:
+        entry = self.find(entry_key)
+        return entry.delete() if entry else False
+
+    def clear(self) -> None:
+        self.wurk.redis.unlink(self.name)
+
+    def _drain(self, act: str) -> int:
+        """Apply ``act`` to every entry, oldest first; unreadable entries that cannot be
+        retried or queued are left in place (and skipped), so this always terminates."""
+        done = skipped = 0
+        while True:
+            rows = self.wurk.redis.zrange(self.name, skipped, skipped + PAGE - 1, withscores=True)
+            if not rows:
+                return done
+            for raw, score in rows:
+                entry = SortedEntry(raw, score, self)
+                if getattr(entry, act)():
+                    done += 1
+                elif entry.payload is None:
+                    skipped += 1
+
+    def retry_all(self) -> int:
+        return self._drain("retry")
+
+    def kill_all(self) -> int:
+        return self._drain("kill")
+
+
+class ScheduledSet(SortedSet):
+    name = keys.SCHEDULE
+
+    def add_all_to_queue(self) -> int:
+        return self._drain("add_to_queue")
+
+
+class RetrySet(SortedSet):
+    name = keys.RETRY
+
+
+class DeadSet(SortedSet):
+    name = keys.DEAD
+
+    def kill(self, payload: wire.Payload | str, notify: bool = True) -> None:
+        """Add a job to the dead set with Sidekiq's trims."""
+        text = payload if isinstance(payload, str) else wire.dumps(payload)
+        bury(self.wurk, text)
+        if notify:
+            self.wurk.report_death(wire.loads(text), RuntimeError("Job killed by API"))
+
+
+@dataclass
+class Process:
+    identity: str
+    info: dict[str, Any]
+    busy: int
+    beat: float
+    #: Quiet (Sidekiq calls it "stopping"): finishing its jobs, fetching no new ones.
+    stopping: bool
+    rss: int
+    rtt_us: int
+    concurrency: int
+    wurk: Wurk
+
+    @property
+    def hostname(self) -> str:
+        return str(self.info.get("hostname", ""))
+
+    @property
+    def pid(self) -> int:
+        return int(self.info.get("pid", 0))
+
+    @property
+    def tag(self) -> str:
+        return str(self.info.get("tag", ""))
+
+    @property
+    def queues(self) -> list[str]:
+        return [str(q) for q in self.info.get("queues", [])]
+
+    @property
+    def started_at(self) -> float:
+        return float(self.info.get("started_at", 0.0))
+
+    @property
+    def leader(self) -> bool:
+        return _text(self.wurk.redis.get(keys.LEADER)) == self.identity
+
+    def signal(self, name: str) -> None:
+        pipe = self.wurk.redis.pipeline(transaction=True)
+        pipe.lpush(keys.signals(self.identity), name)
+        pipe.expire(keys.signals(self.identity), keys.PROCESS_TTL)
+        pipe.execute()
+
+    def quiet(self) -> None:
+        self.signal("TSTP")
+
+    def stop(self) -> None:
+        self.signal("TERM")
+
+    def dump_threads(self) -> None:
+        self.signal("TTIN")
+
+
+class ProcessSet:
+    def __init__(self, wurk: Wurk = default_wurk) -> None:
+        self.wurk = wurk
+
+    def identities(self) -> list[str]:
+        return sorted(_text(i) for i in self.wurk.redis.sscan_iter(keys.PROCESSES))
+
+    def __iter__(self) -> Iterator[Process]:
+        ids = self.identities()
+        if not ids:
+            return iter([])
+        pipe = self.wurk.redis.pipeline(transaction=False)
+        for identity in ids:
+            pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us", "concurrency")
+        out = []
+        for identity, (info, busy, beat, quiet, rss, rtt, conc) in zip(ids, pipe.execute(), strict=True):
+            if info is None:
+                continue  # its hash expired: the process is gone (cleanup will prune it)
+            try:
+                data = wire.loads_object(info)
+            except ValueError:
+                data = {}
+            concurrency = int(conc) if conc else int(data.get("concurrency", 0) or 0)
+            out.append(
+                Process(
+                    identity=identity,
+                    info=data,
+                    busy=int(busy or 0),
+                    beat=float(beat or 0),
+                    stopping=_text(quiet) == "true",
+                    rss=int(rss or 0),
+                    rtt_us=int(rtt or 0),
+                    concurrency=concurrency,
+                    wurk=self.wurk,
+                )
+            )
+        return iter(out)
+
+    def size(self) -> int:
+        return int(self.wurk.redis.scard(keys.PROCESSES))
+
+    def total_concurrency(self) -> int:
+        return sum(p.concurrency for p in self)
+
+    def quiet_all(self) -> None:
+        for p in self:
+            p.quiet()
+
+    def stop_all(self) -> None:
+        for p in self:
+            p.stop()
+
+
+@dataclass
+class RunningJob:
+    identity: str
+    tid: str
+    queue: str
+    run_at: int
+    record: JobRecord
+
+
+class Workers:
+    """What every process is running right now (the busy-work hashes)."""
+
+    def __init__(self, wurk: Wurk = default_wurk) -> None:
+        self.wurk = wurk
+
+    def __iter__(self) -> Iterator[RunningJob]:
+        redis = self.wurk.redis
+        ids = ProcessSet(self.wurk).identities()
+        if not ids:
+            return iter([])
+        pipe = redis.pipeline(transaction=False)
+        for identity in ids:
+            pipe.hgetall(keys.work(identity))
+        out = []
+        for identity, work in zip(ids, pipe.execute(), strict=True):
+            for tid, value in sorted(work.items()):
+                try:
+                    entry = wire.loads_object(value)
+                except ValueError:
+                    continue
+                payload = entry.get("payload", "")
+                raw = payload.encode("utf-8") if isinstance(payload, str) else wire.dumps(payload).encode()
+                out.append(
+                    RunningJob(
+                        identity=identity,
+                        tid=_text(tid),
+                        queue=str(entry.get("queue", "")),
+                        run_at=int(entry.get("run_at", 0) or 0),
+                        record=JobRecord(raw),
+                    )
+                )
+        return iter(out)
+
+    def size(self) -> int:
+        redis = self.wurk.redis
+        ids = ProcessSet(self.wurk).identities()
+        if not ids:
+            return 0
+        pipe = redis.pipeline(transaction=False)
+        for identity in ids:
+            pipe.hget(identity, "busy")
+        return sum(int(b or 0) for b in pipe.execute())
+
+
+class Stats:
+    """Cluster totals, read the way Sidekiq's ``Stats`` reads them."""
+
+    def __init__(self, wurk: Wurk = default_wurk) -> None:
+        self.wurk = wurk
+        redis = wurk.redis
+        pipe = redis.pipeline(transaction=False)
+        pipe.get(keys.STAT_PROCESSED)
+        pipe.get(keys.STAT_FAILED)
+        pipe.zcard(keys.SCHEDULE)
+        pipe.zcard(keys.RETRY)
+        pipe.zcard(keys.DEAD)
+        pipe.scard(keys.PROCESSES)
+        pipe.lindex(keys.queue("default"), -1)
+        processed, failed, scheduled, retries, dead, procs, oldest = pipe.execute()
+        self.processed = int(processed or 0)
+        self.failed = int(failed or 0)
+        self.scheduled_size = int(scheduled)
+        self.retry_size = int(retries)
+        self.dead_size = int(dead)
+        self.processes_size = int(procs)
+        self.default_queue_latency = JobRecord(oldest).latency if oldest is not None else 0.0
+        self.workers_size = Workers(wurk).size()
+        self.queues = self._queue_sizes()
+        self.enqueued = sum(self.queues.values())
+
+    def _queue_sizes(self) -> dict[str, int]:
+        redis = self.wurk.redis
+        names = sorted(_text(n) for n in redis.sscan_iter(keys.QUEUES))
+        pipe = redis.pipeline(transaction=False)
+        for name in names:
+            pipe.llen(keys.queue(name))
+        return dict(zip(names, (int(n) for n in pipe.execute()), strict=True))
+
+    def reset(self) -> None:
+        self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0})
+
+    @staticmethod
+    def history(
+        days: int = 30, start: date | None = None, wurk: Wurk = default_wurk
+    ) -> dict[str, dict[str, int]]:
+        """Daily ``processed`` and ``failed`` counts, newest day first, keyed by ISO date (UTC)."""
+        if not 1 <= days <= 180:
+            raise ValueError("days must be between 1 and 180")
+        first = start or datetime.now(UTC).date()
+        dates = [(first - timedelta(days=i)).isoformat() for i in range(days)]
+        out: dict[str, dict[str, int]] = {}
+        for kind in ("processed", "failed"):
+            values = wurk.redis.mget([keys.daily_stat(kind, d) for d in dates])
+            out[kind] = {d: int(v or 0) for d, v in zip(dates, values, strict=True)}
+        return out
