@@ -157,13 +157,16 @@ class Queue:
         return [JobRecord(raw, self.name) for raw in raws]
 
     def __iter__(self) -> Iterator[JobRecord]:
-        start = 0
+        """Newest first; safe while jobs are deleted behind the cursor, as Sidekiq's ``Queue#each``."""
+        initial = self.size()
+        yielded = 0
         while True:
-            page = self.page(start, PAGE)
+            shrunk = max(initial - self.size(), 0)
+            page = self.page(max(yielded - shrunk, 0), PAGE)
             yield from page
             if len(page) < PAGE:
                 return
-            start += PAGE
+            yielded += len(page)
 
     def find_job(self, jid: str) -> JobRecord | None:
         return next((r for r in self if r.jid == jid), None)
@@ -226,7 +229,10 @@ class SortedEntry(JobRecord):
 
     def reschedule(self, at: float) -> bool:
         """Move the entry to another time; False if it has gone."""
-        return bool(self.parent.wurk.redis.zadd(self.parent.name, {self.raw: at}, xx=True, ch=True))
+        pipe = self.parent.wurk.redis.pipeline(transaction=True)
+        pipe.zadd(self.parent.name, {self.raw: at}, xx=True)
+        pipe.zscore(self.parent.name, self.raw)
+        return pipe.execute()[1] is not None
 
 
 def parse_entry_key(value: str) -> tuple[float, str]:
@@ -260,14 +266,17 @@ class SortedSet:
         return self.iterate()
 
     def iterate(self, newest_first: bool = False) -> Iterator[SortedEntry]:
-        """Every entry, paged; safe while entries are removed behind the cursor."""
-        start = 0
+        """Every entry, paged; safe while entries are removed behind the cursor (each page
+        starts as many places earlier as the set has shrunk, as Sidekiq's ``JobSet#each`` does)."""
+        initial = self.size()
+        yielded = 0
         while True:
-            _, page = self.page(start, PAGE, newest_first)
+            shrunk = max(initial - self.size(), 0)
+            _, page = self.page(max(yielded - shrunk, 0), PAGE, newest_first)
             yield from page
             if len(page) < PAGE:
                 return
-            start += PAGE
+            yielded += len(page)
 
     def scan(self, match: str) -> Iterator[SortedEntry]:
         """Entries whose JSON contains ``match`` (Redis ZSCAN, so it never loads the whole set)."""
@@ -308,8 +317,8 @@ class SortedSet:
                 entry = SortedEntry(raw, score, self)
                 if getattr(entry, act)():
                     done += 1
-                elif entry.payload is None:
-                    skipped += 1
+                elif self.wurk.redis.zscore(self.name, raw) is not None:
+                    skipped += 1  # left in place (unreadable, or already dead): step past it
 
     def retry_all(self) -> int:
         return self._drain("retry")

