@@ -154,6 +154,8 @@ def redact_url(url: str) -> str:
         return url
     user = parts.username or ""
     host = parts.hostname or ""
+    if ":" in host:  # an IPv6 address keeps its brackets
+        host = f"[{host}]"
     if parts.port:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
@@ -172,6 +174,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         return tuple(parse_queue(key, item) for item in items)
     if name == "labels":
         items = raw.split(",") if isinstance(raw, str) else raw
+        if isinstance(items, bytes) or not hasattr(items, "__iter__"):
+            raise ConfigError(key, f"expected a list of labels, got {raw!r}")
         return tuple(str(i).strip() for i in items if str(i).strip())
     if name == "timestamps":
         try:
@@ -214,6 +218,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
 def _number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
     if isinstance(raw, bool):
         raise ConfigError(key, f"expected a number, got {raw!r}")
+    if kind is int and isinstance(raw, float) and not raw.is_integer():
+        raise ConfigError(key, f"expected an integer, got {raw!r}")
     try:
         return kind(raw)
     except (TypeError, ValueError):
@@ -246,11 +252,11 @@ def _validate(c: Config) -> None:
         "DEAD_MAX_JOBS": c.dead_max_jobs,
     }
     for key, value in non_negative.items():
-        if value < 0:
+        if not value >= 0:  # written so that NaN fails too
             raise ConfigError(key, f"must be 0 or more, got {value!r}")
     if c.redis_pool_size is not None and c.redis_pool_size < 1:
         raise ConfigError("REDIS_POOL_SIZE", f"must be at least 1, got {c.redis_pool_size!r}")
-    if c.poll_interval is not None and c.poll_interval <= 0:
+    if c.poll_interval is not None and not c.poll_interval > 0:
         raise ConfigError("POLL_INTERVAL", f"must be greater than 0, got {c.poll_interval!r}")
     if not c.queues:
         raise ConfigError("QUEUES", "at least one queue is needed")

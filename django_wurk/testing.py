@@ -90,7 +90,9 @@ class FakeQueues:
 
     def _run(self, payload: Payload) -> Any:
         payload = dict(payload)
-        payload.pop("at", None)
+        if payload.pop("at", None) is not None:
+            # A worker sees a scheduled job only once it is enqueued, with an enqueued_at.
+            payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
         return self.wurk.perform(self.wurk.instantiate(self.wurk.resolve(payload), payload), payload)
 
 
@@ -101,8 +103,9 @@ class InlinePusher:
         self.wurk = wurk
 
     def push(self, payloads: Sequence[Payload], at: float | None) -> None:
+        stamp = wire.now_stamp(self.wurk.config.timestamps)
         for payload in payloads:
-            decoded = wire.loads(wire.dumps(payload))
+            decoded = wire.loads(wire.dumps({**payload, "enqueued_at": stamp}))
             self.wurk.perform(self.wurk.instantiate(self.wurk.resolve(decoded), decoded), decoded)
 
 

@@ -66,7 +66,7 @@ class Heartbeat:
     def info(self) -> dict[str, Any]:
         config = self.config
         weights = {q.name: q.weight for q in config.queues}
-        mode = "strict" if config.strict_order else "weighted"
+        mode = "strict" if config.strict_order else "random" if set(weights.values()) == {1} else "weighted"
         return {
             "hostname": config.hostname,
             "started_at": self.started_at,

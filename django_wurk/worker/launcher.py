@@ -44,7 +44,9 @@ class Launcher:
         self.manager = Manager(wurk, self.stats, self.outage)
         self.poller = Poller(wurk, self.outage)
         self.heartbeat = Heartbeat(wurk, self.identity, self.manager, self.stats, self.outage, self.signal)
-        self.signals: queue.Queue[str] = queue.Queue()
+        # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
+        # in the main thread, possibly while that thread is inside get().
+        self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.stopped = threading.Event()
         self._started = False
 
@@ -92,7 +94,12 @@ class Launcher:
         self.start()
         try:
             while True:
-                name = self.signals.get()
+                try:
+                    # A timeout keeps the main thread returning to the interpreter, where
+                    # Python runs OS signal handlers.
+                    name = self.signals.get(timeout=1.0)
+                except queue.Empty:
+                    continue
                 if name in ("TERM", "INT"):
                     break
                 self.handle(name)

@@ -29,6 +29,9 @@ class Command(BaseCommand):
             "-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown"
         )
         parser.add_argument("-g", "--tag", help="a tag shown next to this process in the dashboards")
+        parser.add_argument(
+            "--verbose", action="store_true", help="debug logging (the same as Django's -v 2)"
+        )
         parser.add_argument("--logfile", help="write logs to this file instead of stderr")
         parser.add_argument("--log-format", choices=["text", "json"], default="text")
         parser.add_argument(
@@ -56,7 +59,7 @@ class Command(BaseCommand):
             config = build_config(overrides)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
-        verbosity = int(options["verbosity"])
+        verbosity = 2 if options["verbose"] else int(options["verbosity"])
         level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
         wurk_logging.configure(level, options["log_format"], options["logfile"])
         wurk.configure(config)

@@ -1,0 +1,91 @@
+"""The settings table in docs/configuration.md must match the code.
+
+The table whose header starts with ``| Setting |`` lists every ``WURK`` key once, as
+`` `KEY` `` in its first column. Where the Default column starts with a Python literal in
+backticks, that value, read as a ``WURK`` setting would be, must equal ``Config()``'s default.
+Defaults given in words (the host name) are not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from django_wurk.config import Config, setting_names
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
+KEY_CELL = re.compile(r"^`([A-Z][A-Z0-9_]*)`$")
+LEADING_CODE = re.compile(r"^`([^`]+)`")
+
+
+def _cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
+def settings_table() -> tuple[list[str], list[list[str]]]:
+    """The settings table's header cells and its rows (separator line excluded)."""
+    lines = DOC.read_text(encoding="utf-8").splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("|") and _cells(line)[0] == "Setting":
+            rows = []
+            for row in lines[i + 2 :]:
+                if not row.startswith("|"):
+                    break
+                rows.append(_cells(row))
+            return _cells(line), rows
+    raise AssertionError(f"{DOC} has no table whose header starts with '| Setting |'")
+
+
+def documented() -> dict[str, dict[str, str]]:
+    """``{KEY: {column header: cell}}`` for every row of the settings table."""
+    header, rows = settings_table()
+    out: dict[str, dict[str, str]] = {}
+    for cells in rows:
+        match = KEY_CELL.match(cells[0])
+        assert match, f"first cell {cells[0]!r} is not a `KEY` in backticks"
+        assert match.group(1) not in out, f"{match.group(1)} is listed twice"
+        assert len(cells) == len(header), f"row {cells[0]} has {len(cells)} cells, the header {len(header)}"
+        out[match.group(1)] = dict(zip(header, cells, strict=True))
+    return out
+
+
+def literal_default(cell: str) -> tuple[bool, Any]:
+    match = LEADING_CODE.match(cell)
+    if not match:
+        return False, None
+    try:
+        return True, ast.literal_eval(match.group(1))
+    except (ValueError, SyntaxError):
+        return False, None
+
+
+def test_table_lists_exactly_the_setting_names() -> None:
+    keys = set(documented())
+    expected = set(setting_names())
+    assert keys == expected, f"missing: {sorted(expected - keys)}, unknown: {sorted(keys - expected)}"
+
+
+def test_every_setting_has_a_section() -> None:
+    text = DOC.read_text(encoding="utf-8")
+    missing = [name for name in setting_names() if f"### `{name}`" not in text]
+    assert not missing, f"no '### `KEY`' section for {missing}"
+
+
+@pytest.mark.parametrize("name", setting_names())
+def test_documented_default_matches_config(name: str) -> None:
+    row = documented().get(name)
+    if row is None:
+        pytest.skip(f"{name} is not in the table (reported by the key-set test)")
+    default_cell = row["Default"]
+    found, value = literal_default(default_cell)
+    if not found:
+        pytest.skip(f"default of {name} is described in words: {default_cell!r}")
+    field = name.lower()
+    documented_value = getattr(Config.from_mapping({name: value}), field)
+    assert documented_value == getattr(Config(), field), (
+        f"docs say {name} defaults to {value!r}, Config() has {getattr(Config(), field)!r}"
+    )
