@@ -10,13 +10,14 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.django-wurk-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint run clean distclean
+.PHONY: help venv test lint run bench clean distclean
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
 	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
+	@echo "make bench      quick throughput figures (drain and enqueue rates) on an embedded Valkey"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 
@@ -43,6 +44,9 @@ lint: venv
 
 run: venv
 	$(BIN)/python example_project/run.py
+
+bench: venv
+	$(BIN)/python bench/quick.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output

@@ -37,7 +37,7 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register("wurk", deploy=True)
 def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Only with ``--deploy`` (Django runs deployment checks for no tag alone): it opens a connection."""
+    """Only with ``--deploy`` (``--tag wurk`` alone skips deployment checks): it opens a connection."""
     from redis.exceptions import RedisError
 
     from django_wurk.conf import build_config
