@@ -222,7 +222,7 @@ class SortedEntry(JobRecord):
         wurk = self.parent.wurk
         if self.parent.name == keys.DEAD:
             return False
-        moved = bury(wurk, _text(self.raw), source=self.parent.name, member=self.raw)
+        moved = bury(wurk, self.raw, source=self.parent.name, member=self.raw)
         if moved and self.payload is not None:
             wurk.report_death(self.payload, RuntimeError("Job killed by API"))
         return moved
@@ -478,8 +478,12 @@ class Workers:
         pipe = redis.pipeline(transaction=False)
         for identity in ids:
             pipe.hgetall(keys.work(identity))
+            pipe.hgetall(keys.legacy_workers(identity))
+        replies = pipe.execute()
         out = []
-        for identity, work in zip(ids, pipe.execute(), strict=True):
+        for i, identity in enumerate(ids):
+            # Sidekiq <= 6.4.1 processes write the same hash under its old name.
+            work = replies[2 * i] or replies[2 * i + 1]
             for tid, value in sorted(work.items()):
                 try:
                     entry = wire.loads_object(value)

@@ -339,9 +339,8 @@ def test_api_reports_what_sidekiq_reported_for_the_snapshot(wurk: Wurk, r: Any) 
         wp["rtt_us"],
     )
 
-    # 6.4.1 wrote the busy hash as `<identity>:workers`; 6.4.2+ (and we) read `<identity>:work`.
-    assert list(Workers(wurk)) == []
-    r.hset(f"{IDENTITY}:work", mapping=r.hgetall(f"{IDENTITY}:workers"))
+    # 6.4.1 wrote the busy hash as `<identity>:workers` (6.4.2+ write `:work`); we read either.
+    assert not r.exists(f"{IDENTITY}:work")
     [running] = list(Workers(wurk))
     [ww] = expected["workers"]
     assert (running.identity, running.tid, running.queue, running.run_at) == (
@@ -878,7 +877,6 @@ def test_kill_of_an_unreadable_entry_moves_it_without_death_handlers(wurk: Wurk,
     assert deaths == []
 
 
-@pytest.mark.xfail(strict=True, reason="api.SortedEntry.kill decodes raw with 'replace' before burying")
 def test_kill_keeps_invalid_utf8_bytes(wurk: Wurk, r: Any) -> None:
     zadd(r, "retry", b"\xff\xfe{not utf-8", 5.0)
     [entry] = list(RetrySet(wurk))

@@ -40,12 +40,15 @@ def backtrace_lines(tb: TracebackType | None, limit: int) -> list[str]:
     return lines[:limit]
 
 
-def bury(wurk: Wurk, payload_json: str, source: str | None = None, member: bytes | None = None) -> bool:
-    """Add to the dead set with Sidekiq's trims; with ``source``, only if ``member`` was still there."""
+def bury(wurk: Wurk, payload: str | bytes, source: str | None = None, member: bytes | None = None) -> bool:
+    """Add to the dead set with Sidekiq's trims; with ``source``, only if ``member`` was still there.
+
+    ``payload`` may be the exact bytes read from Redis, so a kill moves an entry unchanged.
+    """
     config = wurk.config
     now = time.time()
     script_keys = [keys.DEAD] if source is None else [keys.DEAD, source]
-    args: list[Any] = [repr(now), payload_json, repr(now - config.dead_timeout), config.dead_max_jobs]
+    args: list[Any] = [repr(now), payload, repr(now - config.dead_timeout), config.dead_max_jobs]
     if source is not None:
         args.append(member)
     return bool(wurk.scripts.bury(keys=script_keys, args=args))

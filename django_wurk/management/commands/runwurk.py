@@ -73,7 +73,17 @@ class Command(BaseCommand):
             self._run()
 
     def _run(self) -> None:
+        import atexit
+        import threading
+
         from django_wurk.engine import wurk
         from django_wurk.worker import Launcher
 
-        Launcher(wurk).run()
+        launcher = Launcher(wurk)
+        if threading.current_thread() is threading.main_thread():
+            launcher.run()
+            return
+        # Under --autoreload Django runs us in a side thread and exits the process when code
+        # changes; stop cleanly at exit so running jobs are pushed back, not dropped.
+        atexit.register(launcher.stop)
+        launcher.run(handle_os_signals=False)
