@@ -17,14 +17,11 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django_wurk import keys, wire
+from django_wurk import activejob, keys, wire
 from django_wurk.engine import Wurk
 from django_wurk.engine import wurk as default_wurk
 from django_wurk.worker.retry import bury
 
-ACTIVEJOB_WRAPPERS = frozenset(
-    {"ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper", "Sidekiq::ActiveJob::Wrapper"}
-)
 PAGE = 100
 
 
@@ -72,9 +69,12 @@ class JobRecord:
     def display_args(self) -> list[Any]:
         """Arguments as the job sees them: ActiveJob's ``arguments``, without ``_aj_*`` markers."""
         args = self.args
-        if self.get("class") in ACTIVEJOB_WRAPPERS and args and isinstance(args[0], dict):
-            inner = args[0].get("arguments", [])
-            return [_strip_aj(a) for a in inner] if isinstance(inner, list) else []
+        if self.payload is not None and activejob.job_data(self.payload) is not None:
+            try:
+                positional, keywords = activejob.arguments(self.payload)
+            except ValueError:
+                return args
+            return [*positional, keywords] if keywords else positional
         if self.get("encrypt") and args:
             return [*args[:-1], "[encrypted data]"]
         return args
@@ -119,14 +119,6 @@ class JobRecord:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.job_class} jid={self.jid}>"
-
-
-def _strip_aj(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _strip_aj(v) for k, v in value.items() if not k.startswith("_aj_")}
-    if isinstance(value, list):
-        return [_strip_aj(v) for v in value]
-    return value
 
 
 class Queue:

@@ -230,7 +230,7 @@ def _number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
 
 def _validate(c: Config) -> None:
     scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
-    if scheme not in ("redis", "rediss", "unix", "valkey", "valkeys"):
+    if scheme not in ("redis", "rediss", "unix"):
         raise ConfigError(
             "REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}"
         )
@@ -254,6 +254,10 @@ def _validate(c: Config) -> None:
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too
             raise ConfigError(key, f"must be 0 or more, got {value!r}")
+    if c.heartbeat_interval >= 60:
+        # The process hash lives 60 s; beating less often makes the process vanish from
+        # every dashboard between beats.
+        raise ConfigError("HEARTBEAT_INTERVAL", f"must be under 60 seconds, got {c.heartbeat_interval!r}")
     if c.redis_pool_size is not None and c.redis_pool_size < 1:
         raise ConfigError("REDIS_POOL_SIZE", f"must be at least 1, got {c.redis_pool_size!r}")
     if c.poll_interval is not None and not c.poll_interval > 0:

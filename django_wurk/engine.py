@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django_wurk import wire
+from django_wurk import activejob, wire
 from django_wurk.client import Client, Pusher, RedisPusher
 from django_wurk.config import Config
 from django_wurk.middleware import Chain
@@ -98,7 +98,10 @@ class Wurk:
     # Running jobs --------------------------------------------------------------------
 
     def resolve(self, payload: Payload) -> type[Any]:
+        """The registered job for a payload; an ActiveJob wrapper resolves to the job it wraps."""
         name = payload["class"]
+        if name in activejob.WRAPPERS:
+            name = activejob.job_name(payload) or name
         job_class = self.registry.resolve(name)
         if job_class is None:
             raise UnknownJobError(
@@ -117,8 +120,13 @@ class Wurk:
         """Run ``perform`` inside the server middleware; returns what ``perform`` returned."""
         result: list[Any] = [None]
 
+        if payload["class"] in activejob.WRAPPERS:
+            args, kwargs = activejob.arguments(payload)
+        else:
+            args, kwargs = payload["args"], {}
+
         def run() -> None:
-            result[0] = job.perform(*payload["args"])
+            result[0] = job.perform(*args, **kwargs)
 
         self.server_middleware.invoke(run, job, payload, payload.get("queue", "default"))
         return result[0]

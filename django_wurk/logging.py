@@ -15,7 +15,9 @@ CONTEXT_FIELDS = ("jid", "job_class", "queue")
 
 
 class TextFormatter(logging.Formatter):
-    """``2026-11-29T16:00:00.123Z pid=1 tid=abc class=X jid=Y INFO: done: 0.001 sec`` (Sidekiq's layout)."""
+    """``2026-11-29T16:00:00.123Z pid=1 tid=abc jid=Y class=X queue=Q INFO: done: 0.001 sec``.
+
+    Sidekiq's layout, so log tooling built for Sidekiq reads it too."""
 
     def format(self, record: logging.LogRecord) -> str:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))

@@ -8,6 +8,7 @@ subclasses and ``@job`` functions), and the Django app imports each installed ap
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import TYPE_CHECKING
 
@@ -15,8 +16,7 @@ if TYPE_CHECKING:
     from django_wurk.job import Job
 
 
-class DuplicateJobError(ValueError):
-    """Two different job classes claim one wire name; a worker could not tell them apart."""
+logger = logging.getLogger("django_wurk.registry")
 
 
 class Registry:
@@ -30,11 +30,17 @@ class Registry:
         with self._lock:
             current = self._jobs.get(name)
             if current is not None and _path(current) != _path(job_class):
+                # Not an exception: raising here would break the import of the whole jobs
+                # module with a traceback. The first keeps the name; `manage.py check`
+                # reports E002 and runwurk refuses to start until it is fixed.
                 self._duplicates.setdefault(name, [_path(current)]).append(_path(job_class))
-                raise DuplicateJobError(
-                    f"wire_name {name!r} is used by both {_path(current)} and {_path(job_class)}; "
-                    "give one of them another wire_name"
+                logger.error(
+                    "wire_name %r is used by both %s and %s; give one of them another wire_name",
+                    name,
+                    _path(current),
+                    _path(job_class),
                 )
+                return
             # Re-registering the same dotted path (a module reloaded by autoreload) replaces it.
             self._jobs[name] = job_class
 

@@ -52,13 +52,14 @@ def test_config(redis_url: str) -> Config:
 def wurk(test_config: Config) -> Iterator[Wurk]:
     """The global engine, configured for this test's Redis, with a flushed database."""
     previous = (global_wurk._config, global_wurk._loader)
+    chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
     global_wurk.configure(test_config)
     global_wurk.redis.flushdb()
     try:
         yield global_wurk
     finally:
-        global_wurk.client_middleware.clear()
-        global_wurk.server_middleware.clear()
+        # Back to what the Django app installed (CloseOldConnections), whatever the test added.
+        global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
         global_wurk.error_handlers.clear()
         global_wurk.death_handlers.clear()
         global_wurk._config, global_wurk._loader = previous

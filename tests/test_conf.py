@@ -13,9 +13,9 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from django_wurk import Config, ConfigError, Job, QueueSpec, TimestampStyle
-from django_wurk.conf import build_config, environment_values, settings_values, sources
+from django_wurk.conf import build_config, environment_values, settings_values
 from django_wurk.config import did_you_mean, parse_queue, redact_url, setting_names
-from django_wurk.registry import DuplicateJobError, registry
+from django_wurk.registry import registry
 
 ALL_ENV_KEYS = [f"WURK_{n}" for n in setting_names()] + ["REDIS_URL"]
 
@@ -64,7 +64,6 @@ def test_environment_overrides_settings_and_cli_overrides_both() -> None:
         c = build_config({"CONCURRENCY": 11, "TIMEOUT": None}, environ=env)
         assert (c.concurrency, c.timeout) == (11, 3.5)  # a None flag was not given
         assert build_config({"TAG": "cli"}, environ=env).tag == "cli"
-        assert sources(env) == {"CONCURRENCY": "environment", "TIMEOUT": "environment", "TAG": "settings"}
 
 
 def test_build_config_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -82,11 +81,16 @@ def test_every_setting_is_read_from_its_environment_variable() -> None:
 
 
 def test_redis_url_falls_back_to_the_conventional_variable() -> None:
+    plain = {"REDIS_URL": "redis://plain:6379/1"}
     with wurk_settings(REDIS_URL="redis://settings:6379/0"):
         assert build_config(environ={}).redis_url == "redis://settings:6379/0"
-        assert build_config(environ={"REDIS_URL": "redis://plain:6379/1"}).redis_url == "redis://plain:6379/1"
-        both = {"REDIS_URL": "redis://plain:6379/1", "WURK_REDIS_URL": "redis://wurk:6379/2"}
+        # A plain REDIS_URL (often a cache's) never overrides an explicit setting...
+        assert build_config(environ=plain).redis_url == "redis://settings:6379/0"
+        both = {**plain, "WURK_REDIS_URL": "redis://wurk:6379/2"}
         assert build_config(environ=both).redis_url == "redis://wurk:6379/2"
+    # ...but fills in when nothing else says where Redis is.
+    with wurk_settings():
+        assert build_config(environ=plain).redis_url == "redis://plain:6379/1"
     # Only REDIS_URL falls back: other keys need the prefix.
     assert environment_values({"CONCURRENCY": "3"}) == {}
 
@@ -102,7 +106,10 @@ def test_file_variants_are_read_with_the_newline_dropped(tmp_path: Path) -> None
     assert (c.redis_url, c.concurrency) == ("redis://:pw@filehost:6379/2", 12)
     # A _FILE beats the plain variable (django-environ's rule), and REDIS_URL_FILE is a fallback too.
     assert build_config(environ={**env, "WURK_CONCURRENCY": "1"}).concurrency == 12
-    assert build_config(environ={"REDIS_URL_FILE": str(url_file)}).redis_url == "redis://:pw@filehost:6379/2"
+    with wurk_settings():
+        assert (
+            build_config(environ={"REDIS_URL_FILE": str(url_file)}).redis_url == "redis://:pw@filehost:6379/2"
+        )
 
 
 def test_a_plain_value_keeps_its_whitespace_for_the_coercion() -> None:
@@ -375,12 +382,10 @@ def test_duplicate_wire_names_fail_at_definition_and_in_check() -> None:
         wire_name = name
 
     try:
-        with pytest.raises(DuplicateJobError, match=name) as err:
 
-            class Second(Job):
-                wire_name = name
+        class Second(Job):  # the import goes on; the check below stops a worker from starting
+            wire_name = name
 
-        assert "First" in str(err.value) and "Second" in str(err.value)
         assert registry.resolve(name) is First  # the first one keeps the name
         assert list(registry.duplicates()) == [name]
         [message] = [m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.E002"]

@@ -79,9 +79,13 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
     assert info["weights"] == [{"critical": 2, "default": 0}]
     assert info["capsules"]["default"]["mode"] == "weighted"
 
+    jobs.report_server_middleware.perform_async()
     jobs.echo.perform_async("from python")
     jobs.echo.set(queue="critical").perform_async("urgent")
     wait_for(lambda: r.llen("seen:echo") == 2, timeout=15)
+    wait_for(lambda: r.llen("seen:server-middleware") == 1, timeout=15)
+    # Worker threads close stale database connections around each job, as Django does per request.
+    assert json.loads(r.lindex("seen:server-middleware", 0)) == ["CloseOldConnections"]
 
     proc.send_signal(signal.SIGTTIN)
     proc.send_signal(signal.SIGTSTP)

@@ -25,10 +25,10 @@ from tests.jobsapp.testing_jobs import SeesPayload, calls, chain, collect, explo
 def clean() -> Iterator[None]:
     """Empty the call log and leave the global middleware chains as they were found."""
     calls.clear()
+    chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
     yield
     calls.clear()
-    global_wurk.client_middleware.clear()
-    global_wurk.server_middleware.clear()
+    global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
 
 
 class DropArg:

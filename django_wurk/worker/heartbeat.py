@@ -98,9 +98,10 @@ class Heartbeat:
         except RedisError as exc:
             self.stats.restore(*counts)
             self.outage.failed(exc)
-        except Exception:
+        except Exception as exc:
             self.stats.restore(*counts)
             logger.exception("heartbeat failed")
+            self.wurk.report_error(exc, {"context": "heartbeat"})
 
     def _beat(self, counts: tuple[Any, ...]) -> None:
         redis = self.wurk.redis

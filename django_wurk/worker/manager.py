@@ -14,7 +14,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from django_wurk.worker.fetch import BasicFetch
+from redis.exceptions import RedisError
+
+from django_wurk.worker.fetch import BasicFetch, UnitOfWork
 from django_wurk.worker.outage import Outage
 from django_wurk.worker.processor import Processor, Shutdown, Work
 from django_wurk.worker.retry import RetryHandler
@@ -90,7 +92,31 @@ class Manager:
             work.thread.join(max(0.0, grace - time.monotonic()))
         with self.lock:
             requeue = [w.unit for w in unfinished if not w.finished]
-        self.fetch.requeue(requeue)
-        for unit in requeue:
-            logger.warning("pushed an unfinished job back to queue %r", unit.queue)
+        self._push_back(requeue, deadline=time.monotonic() + max(timeout, 5.0))
         return len(requeue)
+
+    def _push_back(self, units: list[UnitOfWork], deadline: float) -> None:
+        """RPUSH unfinished jobs, riding out a Redis outage until ``deadline``.
+
+        With basic fetch these jobs exist only in this process; if Redis stays down past the
+        deadline their payloads go to the log at CRITICAL, the last place they can be kept.
+        """
+        while units:
+            try:
+                self.fetch.requeue(units)
+                self.outage.recovered()
+                for unit in units:
+                    logger.warning("pushed an unfinished job back to queue %r", unit.queue)
+                return
+            except RedisError as exc:
+                self.outage.failed(exc)
+                if time.monotonic() > deadline:
+                    for unit in units:
+                        logger.critical(
+                            "could not push an unfinished job back to queue %r (%s); its payload: %r",
+                            unit.queue,
+                            exc,
+                            unit.raw,
+                        )
+                    return
+                time.sleep(self.outage.backoff())

@@ -110,9 +110,10 @@ class Processor:
                     self.process(unit)
         except Shutdown:
             pass
-        except Exception:
+        except Exception as exc:
             # Nothing above should raise; if it does, say so loudly and let the manager replace us.
             logger.exception("processor thread crashed")
+            self.wurk.report_error(exc, {"context": "processor thread"})
             manager.processor_died(self)
 
     def process(self, unit: UnitOfWork) -> None:

@@ -63,8 +63,9 @@ class Poller:
                 self.outage.recovered()
             except RedisError as exc:
                 self.outage.failed(exc)
-            except Exception:
+            except Exception as exc:
                 logger.exception("scheduled-set poll failed")
+                self.wurk.report_error(exc, {"context": "scheduled-set poll"})
             self.stopping.wait(self.random_interval())
 
     def enqueue_due(self, now: float | None = None) -> int:

@@ -105,3 +105,8 @@ class PlainJob(Job):
     def perform(self, *args: Any) -> Any:
         record("PlainJob", list(args))
         return len(args)
+
+
+@job
+def report_server_middleware() -> None:
+    record("server-middleware", [type(m).__name__ for m in wurk.server_middleware])

@@ -76,9 +76,14 @@ class Command(BaseCommand):
         import atexit
         import threading
 
+        from django_wurk.db import CloseOldConnections
         from django_wurk.engine import wurk
         from django_wurk.worker import Launcher
 
+        # Only worker threads need it; tests and inline runs keep Django's own handling
+        # (its test tools detach close_old_connections for the same reason).
+        if CloseOldConnections not in wurk.server_middleware:
+            wurk.server_middleware.prepend(CloseOldConnections)
         launcher = Launcher(wurk)
         if threading.current_thread() is threading.main_thread():
             launcher.run()

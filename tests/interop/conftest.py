@@ -1,0 +1,130 @@
+"""Fixtures for the wire-compatibility suite: real Ruby Sidekiq 6.4.1 against our Redis.
+
+Ruby comes from Debian (`apt-get install ruby-sidekiq ruby-rack ruby-webrick ruby-activejob`).
+Without it these tests are skipped with the reason, on a laptop; with
+``WURK_REQUIRE_RUBY=1`` (set by ``.ci/run``) a missing Ruby fails them instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import wait_for
+
+RUBY_DIR = Path(__file__).resolve().parent / "ruby"
+SIDEKIQ_VERSION = "6.4.1"
+
+
+def _ruby_problem() -> str | None:
+    if not shutil.which("ruby") or not shutil.which("sidekiq"):
+        return "ruby and sidekiq are not installed (apt-get install ruby-sidekiq ruby-rack ruby-webrick)"
+    probe = subprocess.run(
+        ["ruby", "-e", 'require "sidekiq"; print Sidekiq::VERSION'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        return f"ruby cannot load sidekiq: {probe.stderr.strip()}"
+    if probe.stdout != SIDEKIQ_VERSION:
+        return f"these checks target Sidekiq {SIDEKIQ_VERSION}, found {probe.stdout}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def ruby() -> None:
+    problem = _ruby_problem()
+    if problem is None:
+        return
+    if os.environ.get("WURK_REQUIRE_RUBY") == "1":
+        pytest.fail(f"WURK_REQUIRE_RUBY=1 but {problem}")
+    pytest.skip(problem)
+
+
+def ruby_env(redis_url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["REDIS_URL"] = redis_url
+    env.pop("REDIS_PROVIDER", None)
+    return env
+
+
+@pytest.fixture
+def rb(ruby: None, redis_url: str, wurk: Any) -> Callable[..., Any]:
+    """``rb(op="push", item={...})``: run one Sidekiq client/API operation in Ruby, return its result."""
+
+    def call(**command: Any) -> Any:
+        proc = subprocess.run(
+            ["ruby", str(RUBY_DIR / "client.rb"), json.dumps(command)],
+            env=ruby_env(redis_url),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"ruby {command['op']} failed:\n{proc.stderr}")
+        return json.loads(proc.stdout.splitlines()[-1])["result"]
+
+    return call
+
+
+@dataclass
+class RubyWorker:
+    proc: subprocess.Popen[str]
+    identity: str
+    logfile: Path
+
+    def log(self) -> str:
+        return self.logfile.read_text(errors="replace")
+
+
+@pytest.fixture
+def ruby_worker(ruby: None, redis_url: str, wurk: Any, tmp_path: Path) -> Iterator[Callable[..., RubyWorker]]:
+    """Start ``sidekiq`` (6.4.1) with our shared job classes; stopped with TERM at teardown."""
+    started: list[RubyWorker] = []
+
+    def start(*queues: str, concurrency: int = 3) -> RubyWorker:
+        logfile = tmp_path / f"sidekiq-{len(started)}.log"
+        args = ["sidekiq", "-r", str(RUBY_DIR / "app.rb"), "-c", str(concurrency), "-t", "5"]
+        for q in queues or ("ruby", "default"):
+            args += ["-q", q]
+        with logfile.open("w") as log:
+            proc = subprocess.Popen(
+                args, env=ruby_env(redis_url), stdout=log, stderr=subprocess.STDOUT, text=True
+            )
+        redis = wurk.redis
+
+        def registered() -> str | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"sidekiq exited early:\n{logfile.read_text()}")
+            for member in redis.smembers("processes"):
+                if member.decode().split(":")[1] == str(proc.pid):
+                    return str(member.decode())
+            return None
+
+        worker = RubyWorker(proc, wait_for(registered, timeout=60), logfile)
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.proc.poll() is None:
+            worker.proc.send_signal(signal.SIGTERM)
+            try:
+                worker.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                worker.proc.kill()
+                worker.proc.wait(10)
+
+
+def ruby_seen(redis: Any) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in redis.lrange("ruby:seen", 0, -1)]

@@ -1,0 +1,61 @@
+# Loaded by `sidekiq -r` (the Ruby worker) and by client.rb: job classes shared with the
+# Python side. Each job records what it received in the Redis list "ruby:seen" so a test
+# can compare it with what Python pushed.
+require "json"
+require "sidekiq"
+
+module Interop
+  def self.record(klass, jid, args, extra = {})
+    Sidekiq.redis do |conn|
+      conn.rpush("ruby:seen", JSON.generate({"class" => klass, "jid" => jid, "args" => args}.merge(extra)))
+    end
+  end
+
+  # Runs whatever Python pushes under the wire name "Interop::Echo".
+  class Echo
+    include Sidekiq::Worker
+    sidekiq_options queue: "ruby"
+
+    def perform(*args)
+      Interop.record(self.class.name, jid, args)
+    end
+  end
+
+  # Always fails, so its retry entries can be handed to the Python worker.
+  class Fail
+    include Sidekiq::Worker
+    sidekiq_options queue: "ruby", retry: 3, backtrace: true
+
+    def perform(*args)
+      raise ArgumentError, "ruby boom #{args.inspect}"
+    end
+  end
+
+  class Slow
+    include Sidekiq::Worker
+    sidekiq_options queue: "ruby"
+
+    def perform(seconds)
+      Interop.record(self.class.name, jid, [seconds], "phase" => "start")
+      sleep seconds
+      Interop.record(self.class.name, jid, [seconds], "phase" => "done")
+    end
+  end
+end
+
+begin
+  require "active_job"
+  ActiveJob::Base.queue_adapter = :sidekiq
+  ActiveJob::Base.logger = Logger.new(nil)
+
+  # The Rails side of the ActiveJob checks: Python enqueues it in Rails' wrapper shape.
+  class HelloJob < ActiveJob::Base
+    queue_as :mailers
+
+    def perform(*args)
+      Interop.record(self.class.name, job_id, args)
+    end
+  end
+rescue LoadError
+  # ActiveJob is optional for everything but the ActiveJob checks, which say so.
+end

@@ -1,0 +1,106 @@
+# Runs one Sidekiq client or API operation and prints its result as JSON on stdout.
+#
+#   ruby client.rb '<json command>'
+#
+# The command is an object with "op" and its arguments; see the case below. The tests use
+# this to act as a Rails app would: push jobs, read Sidekiq::Stats, RetrySet, ProcessSet...
+require "json"
+require "time"
+require_relative "app"
+
+def entry_json(entry)
+  {
+    "jid" => entry.jid,
+    "klass" => entry.klass,
+    "display_class" => entry.display_class,
+    "args" => entry.args,
+    "display_args" => entry.display_args,
+    "queue" => entry.queue,
+    "score" => entry.respond_to?(:score) ? entry.score : nil,
+    "at" => entry.respond_to?(:at) ? entry.at&.to_f : nil,
+    "enqueued_at" => entry.enqueued_at&.to_f,
+    "created_at" => entry.created_at&.to_f,
+    "latency" => entry.latency,
+    "error_class" => entry["error_class"],
+    "error_message" => entry["error_message"],
+    "retry_count" => entry["retry_count"],
+    "failed_at" => entry["failed_at"],
+    "retried_at" => entry["retried_at"],
+    "error_backtrace" => entry.error_backtrace,
+    "tags" => entry.tags,
+    "value" => entry.value,
+  }
+end
+
+def find_entry(set_name, jid)
+  set = {"retry" => Sidekiq::RetrySet, "dead" => Sidekiq::DeadSet, "schedule" => Sidekiq::ScheduledSet}.fetch(set_name).new
+  set.find_job(jid) or raise "no #{jid} in #{set_name}"
+end
+
+cmd = JSON.parse(ARGV.fetch(0))
+result =
+  case cmd.fetch("op")
+  when "push"
+    item = cmd.fetch("item")
+    item["class"] = Object.const_get(item["class"]) if cmd["constantize"]
+    Sidekiq::Client.push(item)
+  when "push_bulk"
+    Sidekiq::Client.push_bulk(cmd.fetch("items"))
+  when "perform_async"
+    Object.const_get(cmd.fetch("class")).perform_async(*cmd.fetch("args"))
+  when "perform_in"
+    Object.const_get(cmd.fetch("class")).perform_in(cmd.fetch("interval"), *cmd.fetch("args"))
+  when "perform_later"
+    Object.const_get(cmd.fetch("class")).perform_later(*cmd.fetch("args")).job_id
+  when "stats"
+    s = Sidekiq::Stats.new
+    {
+      "processed" => s.processed, "failed" => s.failed, "enqueued" => s.enqueued,
+      "scheduled_size" => s.scheduled_size, "retry_size" => s.retry_size, "dead_size" => s.dead_size,
+      "processes_size" => s.processes_size, "workers_size" => s.workers_size,
+      "default_queue_latency" => s.default_queue_latency, "queues" => s.queues,
+    }
+  when "queue"
+    q = Sidekiq::Queue.new(cmd.fetch("name"))
+    {"size" => q.size, "latency" => q.latency, "jobs" => q.map { |j| entry_json(j) }}
+  when "set"
+    set = {"retry" => Sidekiq::RetrySet, "dead" => Sidekiq::DeadSet, "schedule" => Sidekiq::ScheduledSet}.fetch(cmd.fetch("name")).new
+    {"size" => set.size, "entries" => set.map { |e| entry_json(e) }}
+  when "entry"
+    entry = find_entry(cmd.fetch("set"), cmd.fetch("jid"))
+    case cmd.fetch("action")
+    when "read" then entry_json(entry)
+    when "retry" then entry.retry; true
+    when "kill" then entry.kill; true
+    when "add_to_queue" then entry.add_to_queue; true
+    when "delete" then entry.delete; true
+    else raise "unknown action #{cmd["action"]}"
+    end
+  when "processes"
+    Sidekiq::ProcessSet.new.map do |p|
+      {
+        "identity" => p.identity, "hostname" => p["hostname"], "pid" => p["pid"], "tag" => p["tag"],
+        "concurrency" => p["concurrency"], "queues" => p["queues"], "busy" => p["busy"],
+        "beat" => p["beat"], "quiet" => p["quiet"], "stopping" => p.stopping?, "labels" => p.labels,
+        "started_at" => p["started_at"],
+      }
+    end
+  when "signal"
+    p = Sidekiq::ProcessSet.new.find { |x| x.identity == cmd.fetch("identity") } or raise "no process #{cmd["identity"]}"
+    case cmd.fetch("signal")
+    when "quiet" then p.quiet!
+    when "stop" then p.stop!
+    when "dump_threads" then p.dump_threads
+    end
+    true
+  when "workers"
+    Sidekiq::Workers.new.map do |process_id, thread_id, work|
+      payload = work["payload"]
+      payload = JSON.parse(payload) if payload.is_a?(String)
+      {"process_id" => process_id, "thread_id" => thread_id, "queue" => work["queue"],
+       "run_at" => work["run_at"], "jid" => payload["jid"], "class" => payload["class"], "args" => payload["args"]}
+    end
+  else
+    raise "unknown op #{cmd["op"]}"
+  end
+puts JSON.generate({"result" => result})
