@@ -92,6 +92,9 @@ class Job:
     tags: ClassVar[Sequence[str] | None] = None
     #: Further payload keys (Sidekiq options this engine does not interpret).
     options: ClassVar[Mapping[str, Any]] = {}
+    #: Enqueue in Rails' ActiveJob wrapper shape, so a Rails app's worker can run it as the
+    #: ActiveJob class named ``wire_name`` (see ``django_wurk.activejob``).
+    activejob: ClassVar[bool] = False
 
     jid: str
     payload: Payload
@@ -184,6 +187,10 @@ class Setter:
                 payload[key] = value
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
+        if self.job_class.activejob:
+            from django_wurk import activejob
+
+            return activejob.wrap(payload)
         return payload
 
     def perform_async(self, *args: Any) -> str | None:
@@ -286,6 +293,7 @@ def job(
     /,
     *,
     wire_name: str | None = None,
+    activejob: bool = False,
     retry_in: Callable[[int, BaseException], int | float | str | None] | None = None,
     retries_exhausted: Callable[[Payload, BaseException], str | None] | None = None,
     **options: Any,
@@ -305,6 +313,7 @@ def job(
             "retries_exhausted_hook": staticmethod(retries_exhausted) if retries_exhausted else None,
             "options": dict(options),
             "wire_name": wire_name or f"{f.__module__}.{f.__qualname__}",
+            "activejob": activejob,
             "__module__": f.__module__,
             "__qualname__": f.__qualname__,
             "__doc__": f.__doc__,

@@ -11,6 +11,7 @@ Chains hold instances, built from a class and its arguments when added, so ``rem
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -75,14 +76,11 @@ class Chain:
         raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
 
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
-        """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``."""
-        if not self._entries:
-            return innermost()
-        instances = [instance for _, instance in self._entries]
+        """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``.
 
-        def step(i: int) -> Any:
-            if i == len(instances):
-                return innermost()
-            return instances[i](*args, lambda: step(i + 1))
-
-        return step(0)
+        Runs for every job, so the wrapping is built from the inside out with no lookups.
+        """
+        call = innermost
+        for _, instance in reversed(self._entries):
+            call = functools.partial(instance, *args, call)
+        return call()

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django_wurk import wire
+from django_wurk import activejob, wire
 from django_wurk.engine import Wurk
 from django_wurk.engine import wurk as default_wurk
 from django_wurk.wire import Payload
@@ -43,7 +43,9 @@ class FakeQueues:
                 recorded["enqueued_at"] = stamp
             else:
                 recorded["at"] = at
-            self._jobs.setdefault(recorded["class"], []).append(recorded)
+            # An ActiveJob-shaped push is filed under the job it wraps, like any other.
+            name = activejob.job_name(recorded) or recorded["class"]
+            self._jobs.setdefault(name, []).append(recorded)
 
     def jobs_for(self, job: Any) -> list[Payload]:
         return list(self._jobs.get(_wire_name(job), []))
