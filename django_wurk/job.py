@@ -242,8 +242,9 @@ class FunctionJob(Job, abstract=True):
     retry_in_hook: ClassVar[Callable[[int, BaseException], int | float | str | None] | None] = None
     retries_exhausted_hook: ClassVar[Callable[[Payload, BaseException], str | None] | None] = None
 
-    def perform(self, *args: Any) -> Any:
-        return type(self).function(*args)
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
+        # Keyword arguments only come from ActiveJob payloads (Ruby keyword arguments).
+        return type(self).function(*args, **kwargs)
 
     def retry_in(self, count: int, exc: BaseException) -> int | float | str | None:
         hook = type(self).retry_in_hook
