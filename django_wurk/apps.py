@@ -20,4 +20,7 @@ class WurkConfig(AppConfig):
         # The configuration is built on first use, so an import or a `check` with a
         # broken setting reports it through the checks framework instead of crashing.
         wurk.set_config_loader(build_config)
+        from django_wurk import transaction
+
+        transaction.install(wurk)
         autodiscover_modules("jobs")

@@ -9,8 +9,8 @@ tests and in production.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django_wurk import keys, wire
 from django_wurk.wire import Payload
@@ -19,8 +19,17 @@ if TYPE_CHECKING:
     from django_wurk.engine import Wurk
 
 
+#: Options a caller gives for one push that say how to deliver it, not what the job is:
+#: consumed by the client and never stored (Sidekiq 8 treats ``pool`` and ``sync`` so).
+#: The Django app reads ``using`` (database alias) and ``on_commit`` (bool).
+Delivery = Mapping[str, Any]
+NO_DELIVERY: Delivery = {}
+
+
 class Pusher(Protocol):
-    def push(self, payloads: Sequence[Payload], at: float | None) -> None: ...
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> None: ...
 
 
 class RedisPusher:
@@ -29,7 +38,7 @@ class RedisPusher:
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 
-    def push(self, payloads: Sequence[Payload], at: float | None) -> None:
+    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
         if not payloads:
             return
         style = self.wurk.config.timestamps
@@ -53,6 +62,26 @@ class RedisPusher:
         pipe.execute()
 
 
+def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bool:
+    """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
+
+    The outbox relay's step: atomic with the marker, so retries after a crash never
+    duplicate a job. ``enqueued_at`` is stamped now (or dropped for a scheduled push).
+    """
+    payload = dict(payload)
+    if at is None:
+        payload["enqueued_at"] = wire.now_stamp(wurk.config.timestamps)
+    else:
+        payload.pop("enqueued_at", None)
+    queue = str(payload.get("queue") or "default")
+    return bool(
+        wurk.scripts.push_once(
+            keys=[marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE],
+            args=[keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), "" if at is None else repr(at)],
+        )
+    )
+
+
 class Client:
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
@@ -69,12 +98,12 @@ class Client:
         )
         return result
 
-    def push(self, payload: Payload, at: float | None = None) -> str | None:
+    def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
         prepared = self.prepare(payload)
         if prepared is None:
             return None
-        self.wurk.pusher.push([prepared], at)
+        self.wurk.pusher.push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return jid
 
@@ -97,7 +126,11 @@ class Client:
         return bool(moved) and prepared is not None
 
     def push_bulk(
-        self, payloads: Sequence[Payload], at: float | None = None, batch_size: int = 1000
+        self,
+        payloads: Sequence[Payload],
+        at: float | None = None,
+        batch_size: int = 1000,
+        delivery: Delivery = NO_DELIVERY,
     ) -> list[str | None]:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
         if batch_size < 1:
@@ -110,5 +143,5 @@ class Client:
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
-            self.wurk.pusher.push(ready, at)
+            self.wurk.pusher.push(ready, at, delivery)
         return jids

@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django_wurk.wire import TimestampStyle
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
+ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
 
 
 class ConfigError(ValueError):
@@ -68,6 +69,16 @@ class Config:
     strict_args: bool = True
     #: Maximum backtrace lines kept when a job says ``backtrace: true``.
     backtrace_limit: int = 1000
+    #: When a push made inside a database transaction reaches Redis: ``on_commit`` (after
+    #: the commit, never on rollback), ``immediate``, or ``outbox`` (a row written in the
+    #: transaction, relayed to Redis after commit, or later by a worker if that failed).
+    enqueue: str = "on_commit"
+    #: The database alias whose transactions enqueueing follows when several are open.
+    database: str = "default"
+    #: How often a worker's outbox relay looks for rows left behind (seconds).
+    outbox_relay_interval: float = 5.0
+    #: Attempts to push after a commit before giving up and sending ``push_failed``.
+    push_retries: int = 8
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -199,6 +210,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "dead_timeout",
         "redis_pool_size",
         "backtrace_limit",
+        "push_retries",
     ):
         return _number(key, raw, int)
     if name in (
@@ -208,6 +220,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "poll_interval",
         "fetch_timeout",
         "redis_socket_timeout",
+        "outbox_relay_interval",
     ):
         return _number(key, raw, float)
     if not isinstance(raw, str):
@@ -242,6 +255,7 @@ def _validate(c: Config) -> None:
         "REDIS_SOCKET_TIMEOUT": c.redis_socket_timeout,
         "DEAD_TIMEOUT": c.dead_timeout,
         "BACKTRACE_LIMIT": c.backtrace_limit,
+        "OUTBOX_RELAY_INTERVAL": c.outbox_relay_interval,
     }
     for key, value in positive.items():
         if not value > 0:
@@ -250,10 +264,13 @@ def _validate(c: Config) -> None:
         "TIMEOUT": c.timeout,
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
+        "PUSH_RETRIES": c.push_retries,
     }
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too
             raise ConfigError(key, f"must be 0 or more, got {value!r}")
+    if c.enqueue not in ENQUEUE_MODES:
+        raise ConfigError("ENQUEUE", f"must be one of {', '.join(ENQUEUE_MODES)}, got {c.enqueue!r}")
     if c.heartbeat_interval >= 60:
         # The process hash lives 60 s; beating less often makes the process vanish from
         # every dashboard between beats.

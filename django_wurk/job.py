@@ -24,6 +24,8 @@ R = TypeVar("R")
 
 #: Option names with a meaning to the engine, in the order Sidekiq writes them.
 KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
+#: Options that say how to deliver one push, consumed by the client and never stored.
+DELIVERY_OPTIONS = frozenset({"using", "on_commit"})
 #: Payload keys no option may set: the client owns them.
 RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
 #: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
@@ -36,7 +38,13 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in options.items():
         if key in RESERVED_KEYS:
             raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
-        if key == "queue":
+        if key == "using":
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"{where}: using must be a database alias, got {value!r}")
+        elif key == "on_commit":
+            if not isinstance(value, bool):
+                raise ValueError(f"{where}: on_commit must be True or False, got {value!r}")
+        elif key == "queue":
             if not isinstance(value, str) or not QUEUE_NAME.match(value):
                 raise ValueError(f"{where}: queue {value!r} must be a name matching [a-zA-Z0-9_:.-]+")
         elif key == "retry":
@@ -183,7 +191,7 @@ class Setter:
             "queue": self.options.get("queue", "default"),
         }
         for key, value in self.options.items():
-            if key not in ("retry", "queue"):
+            if key not in ("retry", "queue") and key not in DELIVERY_OPTIONS:
                 payload[key] = value
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
@@ -193,10 +201,14 @@ class Setter:
             return activejob.wrap(payload)
         return payload
 
+    @property
+    def delivery(self) -> dict[str, Any]:
+        return {k: v for k, v in self.options.items() if k in DELIVERY_OPTIONS}
+
     def perform_async(self, *args: Any) -> str | None:
         from django_wurk.engine import wurk
 
-        return wurk.client.push(self.payload(args))
+        return wurk.client.push(self.payload(args), delivery=self.delivery)
 
     def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
         seconds = interval.total_seconds() if isinstance(interval, timedelta) else float(interval)
@@ -216,7 +228,9 @@ class Setter:
         from django_wurk.engine import wurk
 
         # Sidekiq pushes a job that is already due straight onto its queue.
-        return wurk.client.push(self.payload(args), at=at if at > time.time() else None)
+        return wurk.client.push(
+            self.payload(args), at=at if at > time.time() else None, delivery=self.delivery
+        )
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
         from django_wurk.engine import wurk
@@ -226,7 +240,7 @@ class Setter:
             if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
                 raise TypeError(f"perform_bulk item {i} must be a list or tuple of arguments, got {args!r}")
             payloads.append(self.payload(args))
-        return wurk.client.push_bulk(payloads, batch_size=batch_size)
+        return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self.delivery)
 
     def perform_inline(self, *args: Any) -> Any:
         """Run now, in this thread, through both middleware chains and a JSON round trip."""

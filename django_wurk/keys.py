@@ -69,3 +69,14 @@ def metrics_rollup(at: datetime) -> str:
 def histogram(job_class: str, at: datetime) -> str:
     """``h|<class>-<day>-<hour>:<minute>`` with nothing zero-padded (Sidekiq 8)."""
     return f"h|{job_class}-{at.day}-{at.hour}:{at.minute}"
+
+
+#: A lease held by the one outbox relay running at a time across all workers.
+OUTBOX_RELAY_LOCK = "wurk-outbox-relay"
+#: How long an outbox row's "already pushed" marker lives: far longer than any relay delay.
+OUTBOX_MARKER_TTL = 7 * 24 * 3600
+
+
+def outbox_marker(scope: str, row_id: int) -> str:
+    """Set when outbox row ``row_id`` of database ``scope`` was pushed, so it is pushed once."""
+    return f"wurk-outbox:{scope}:{row_id}"

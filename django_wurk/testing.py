@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from django_wurk import activejob, wire
+from django_wurk.client import NO_DELIVERY, Delivery
 from django_wurk.engine import Wurk
 from django_wurk.engine import wurk as default_wurk
 from django_wurk.wire import Payload
@@ -35,7 +36,7 @@ class FakeQueues:
         self.wurk = wurk
         self._jobs: dict[str, list[Payload]] = {}
 
-    def push(self, payloads: Sequence[Payload], at: float | None) -> None:
+    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
         stamp = wire.now_stamp(self.wurk.config.timestamps)
         for payload in payloads:
             recorded = wire.loads(wire.dumps(payload))
@@ -104,7 +105,7 @@ class InlinePusher:
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 
-    def push(self, payloads: Sequence[Payload], at: float | None) -> None:
+    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
         stamp = wire.now_stamp(self.wurk.config.timestamps)
         for payload in payloads:
             decoded = wire.loads(wire.dumps({**payload, "enqueued_at": stamp}))

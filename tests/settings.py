@@ -19,6 +19,10 @@ INSTALLED_APPS = [
     "tests.jobsapp",
 ]
 DATABASES = {"default": env.db("DATABASE_URL", default="sqlite://:memory:")}
+# A second database, for enqueueing that follows the right transaction.
+DATABASES["other"] = {**DATABASES["default"], "NAME": f"{DATABASES['default']['NAME']}_other"}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    DATABASES["other"]["NAME"] = ":memory:"
 ROOT_URLCONF = "tests.urls"
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",

@@ -85,10 +85,21 @@ class Command(BaseCommand):
         if CloseOldConnections not in wurk.server_middleware:
             wurk.server_middleware.prepend(CloseOldConnections)
         launcher = Launcher(wurk)
-        if threading.current_thread() is threading.main_thread():
-            launcher.run()
-            return
-        # Under --autoreload Django runs us in a side thread and exits the process when code
-        # changes; stop cleanly at exit so running jobs are pushed back, not dropped.
-        atexit.register(launcher.stop)
-        launcher.run(handle_os_signals=False)
+        relay = None
+        if wurk.config.enqueue == "outbox":
+            from django_wurk.outbox import Relay
+
+            # Every worker relays outbox rows left behind by a crash or a Redis outage.
+            relay = Relay(wurk, wurk.config.database)
+            relay.start()
+        try:
+            if threading.current_thread() is threading.main_thread():
+                launcher.run()
+                return
+            # Under --autoreload Django runs us in a side thread and exits the process when code
+            # changes; stop cleanly at exit so running jobs are pushed back, not dropped.
+            atexit.register(launcher.stop)
+            launcher.run(handle_os_signals=False)
+        finally:
+            if relay is not None:
+                relay.stop()

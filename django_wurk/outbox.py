@@ -1,0 +1,142 @@
+"""The transactional outbox: an enqueue that commits or rolls back with your data.
+
+With ``WURK["ENQUEUE"] = "outbox"`` a push writes an ``OutboxEntry`` row in the caller's
+transaction. After the commit the rows are pushed at once and deleted; if the process died
+at that moment or Redis was down, the rows stay, and the relay that every worker runs
+pushes them later, oldest first.
+
+Each row is pushed exactly once: the push is a Lua script that first sets a marker key for
+that row (``SET NX``), so a relay that crashed between pushing and deleting, or two relays
+that picked the same row, push it only once and just delete the row. One relay works at a
+time across the cluster (a Redis lease), which keeps the order of rows.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import DatabaseError, connections, transaction
+from redis.exceptions import RedisError
+
+from django_wurk import keys, wire
+from django_wurk.client import Pusher, push_once
+from django_wurk.engine import Wurk
+from django_wurk.models import OutboxEntry
+from django_wurk.wire import Payload
+
+logger = logging.getLogger("django_wurk.outbox")
+
+BATCH = 500
+
+
+def scope(alias: str) -> str:
+    """Names one database in marker keys, so two projects sharing a Redis never collide."""
+    name = settings.DATABASES[alias].get("NAME", "")
+    return f"{alias}:{name}"
+
+
+def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inner: Pusher) -> None:
+    rows = OutboxEntry.objects.using(alias).bulk_create(
+        [OutboxEntry(payload=wire.dumps(p), at=at) for p in payloads]
+    )
+    ids = [row.pk for row in rows]
+    if None in ids:
+        # A backend that does not return ids from bulk_create: leave the rows to the relay.
+        return
+    connection = connections[alias]
+    if connection.in_atomic_block:
+        transaction.on_commit(lambda: deliver(wurk, alias, ids), using=alias)
+    else:
+        deliver(wurk, alias, ids)
+
+
+def deliver(wurk: Wurk, alias: str, ids: list[int]) -> int:
+    """Push these rows and delete them; rows that cannot be pushed now stay for the relay."""
+    rows = list(OutboxEntry.objects.using(alias).filter(pk__in=ids).order_by("pk"))
+    return _push_rows(wurk, alias, rows)
+
+
+def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+    pushed = 0
+    done: list[int] = []
+    prefix = scope(alias)
+    try:
+        for row in rows:
+            try:
+                payload = wire.loads(row.payload)
+            except wire.PayloadError:
+                logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
+                continue
+            if push_once(wurk, keys.outbox_marker(prefix, row.pk), payload, row.at):
+                pushed += 1
+            done.append(row.pk)
+    except RedisError as exc:
+        logger.warning(
+            "outbox: Redis unavailable (%s); %d row(s) left for the relay", exc, len(rows) - len(done)
+        )
+    if done:
+        try:
+            OutboxEntry.objects.using(alias).filter(pk__in=done).delete()
+        except DatabaseError as exc:
+            # Harmless: the markers stop a second push; the next pass deletes these rows.
+            logger.warning("outbox: could not delete %d pushed row(s) yet (%s)", len(done), exc)
+    return pushed
+
+
+def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
+    """Push every row left in the outbox, if no other relay holds the lease; returns pushes."""
+    redis = wurk.redis
+    token = wire.new_jid()
+    lock = f"{keys.OUTBOX_RELAY_LOCK}:{scope(alias)}"
+    if not redis.set(lock, token, nx=True, px=int(lease_seconds * 1000)):
+        return 0
+    pushed = 0
+    try:
+        while True:
+            rows = list(OutboxEntry.objects.using(alias).order_by("pk")[:BATCH])
+            if not rows:
+                return pushed
+            pushed += _push_rows(wurk, alias, rows)
+            if len(rows) < BATCH:
+                return pushed
+    finally:
+        # Release only our own lease (compare-and-delete), never one that expired and moved on.
+        wurk.redis.eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            1,
+            lock,
+            token,
+        )
+
+
+class Relay:
+    """The thread a worker runs in outbox mode: relay leftovers every few seconds."""
+
+    def __init__(self, wurk: Wurk, alias: str) -> None:
+        self.wurk = wurk
+        self.alias = alias
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="wurk-outbox-relay", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.thread.join(10)
+
+    def run(self) -> None:
+        from django.db import close_old_connections
+
+        while not self.stopping.wait(self.wurk.config.outbox_relay_interval):
+            try:
+                relayed = relay_once(self.wurk, self.alias)
+                if relayed:
+                    logger.info("outbox relay pushed %d job(s) left behind", relayed)
+            except Exception as exc:
+                logger.exception("outbox relay failed")
+                self.wurk.report_error(exc, {"context": "outbox relay"})
+            finally:
+                close_old_connections()

@@ -1,0 +1,258 @@
+"""Enqueueing inside database transactions: on commit, never on rollback, and nothing lost.
+
+These run on SQLite and, with ``DATABASE_URL`` pointing at PostgreSQL, on PostgreSQL
+(``.ci/run`` does both). They need real commits, hence ``transaction=True``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.db import connections, transaction
+
+from django_wurk import Config, Wurk
+from django_wurk.models import OutboxEntry
+from django_wurk.outbox import relay_once
+from django_wurk.signals import push_failed
+from tests.conftest import wait_for
+from tests.jobsapp import jobs
+
+pytestmark = pytest.mark.django_db(transaction=True, databases="__all__")
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+
+
+def queued_jids(r: Any, queue: str = "default") -> list[str]:
+    return [json.loads(x)["jid"] for x in reversed(r.lrange(f"queue:{queue}", 0, -1))]
+
+
+def test_a_push_inside_a_transaction_waits_for_the_commit(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic():
+        jid = jobs.echo.perform_async(1)
+        assert jid and len(jid) == 24  # returned at once
+        assert r.llen("queue:default") == 0
+    assert queued_jids(r) == [jid]
+
+
+def test_a_rollback_pushes_nothing(wurk: Wurk, r: Any) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        jobs.echo.perform_async(1)
+        jobs.echo.perform_in(60, 2)
+        jobs.echo.perform_bulk([(3,), (4,)])
+        raise RuntimeError("roll back")
+    assert r.llen("queue:default") == 0 and r.zcard("schedule") == 0
+
+
+def test_savepoint_rollbacks_drop_only_their_own_jobs(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic():
+        a = jobs.echo.perform_async("a")
+        with pytest.raises(RuntimeError), transaction.atomic():
+            jobs.echo.perform_async("b")
+            raise RuntimeError("savepoint rolled back")
+        with transaction.atomic():
+            c = jobs.echo.perform_async("c")
+        assert r.llen("queue:default") == 0
+    assert queued_jids(r) == [a, c]
+
+
+def test_outside_a_transaction_and_on_commit_false_push_at_once(wurk: Wurk, r: Any) -> None:
+    first = jobs.echo.perform_async(1)
+    assert queued_jids(r) == [first]
+    with transaction.atomic():
+        second = jobs.echo.set(on_commit=False).perform_async(2)
+        assert queued_jids(r) == [first, second]
+        payload = json.loads(r.lindex("queue:default", 0))
+        assert "on_commit" not in payload and "using" not in payload  # delivery options are not stored
+
+
+def test_immediate_mode_ignores_transactions(wurk: Wurk, r: Any, test_config: Config) -> None:
+    wurk.configure(test_config.replace(enqueue="immediate"))
+    with pytest.raises(RuntimeError), transaction.atomic():
+        jobs.echo.perform_async(1)
+        raise RuntimeError("the push already happened")
+    assert wurk.redis.llen("queue:default") == 1
+
+
+def test_the_alias_comes_from_the_open_atomic_block_or_using(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic(using="other"):
+        on_other = jobs.echo.perform_async("other")
+        with transaction.atomic(using="default"):
+            on_default = jobs.echo.perform_async("default")  # both open: DATABASE ("default") wins
+        assert queued_jids(r) == [on_default]
+        named = jobs.echo.set(using="other").perform_async("named")
+        assert queued_jids(r) == [on_default]
+    assert queued_jids(r) == [on_default, on_other, named]
+
+    with transaction.atomic(using="default"):
+        # `using` names a database with no open transaction: nothing to wait for.
+        now = jobs.echo.set(using="other").perform_async("now")
+        assert queued_jids(r)[-1] == now
+
+
+def test_a_rollback_on_the_other_database_drops_its_jobs(wurk: Wurk, r: Any) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic(using="other"):
+        jobs.echo.perform_async("lost with the rollback")
+        raise RuntimeError("rollback on other")
+    assert r.llen("queue:default") == 0
+
+
+def test_a_push_that_fails_at_commit_is_retried_until_redis_is_back(
+    wurk: Wurk, r: Any, test_config: Config, redis_url: str
+) -> None:
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS))
+    with transaction.atomic():
+        jid = jobs.echo.perform_async("survives")
+    # The commit itself succeeded; the push waits in the background for Redis.
+    wurk.configure(test_config)
+    wait_for(lambda: queued_jids(wurk.redis) == [jid], timeout=20)
+
+
+def test_giving_up_is_logged_and_signalled(
+    wurk: Wurk, test_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=1, redis_socket_timeout=0.5))
+    failures: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        failures.append(kwargs)
+        done.set()
+
+    push_failed.connect(receiver)
+    try:
+        with transaction.atomic():
+            jid = jobs.echo.perform_async("doomed")
+        assert done.wait(20)
+    finally:
+        push_failed.disconnect(receiver)
+    [failure] = failures
+    assert [p["jid"] for p in failure["payloads"]] == [jid] and failure["at"] is None
+    assert failure["error"] is not None
+    assert jid in caplog.text and "gave up pushing 1 committed job(s)" in caplog.text
+
+
+# Outbox ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def outbox(wurk: Wurk, test_config: Config) -> Wurk:
+    wurk.configure(test_config.replace(enqueue="outbox"))
+    return wurk
+
+
+def test_outbox_commit_pushes_and_deletes_the_row(outbox: Wurk) -> None:
+    r = outbox.redis
+    with transaction.atomic():
+        jid = jobs.echo.perform_async("via outbox")
+        scheduled = jobs.echo.perform_in(3600, "later")
+        assert OutboxEntry.objects.count() == 2 and r.llen("queue:default") == 0
+    assert queued_jids(r) == [jid]
+    assert json.loads(r.zrange("schedule", 0, -1)[0])["jid"] == scheduled
+    assert "enqueued_at" not in json.loads(r.zrange("schedule", 0, -1)[0])
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_outbox_rollback_leaves_no_row_and_no_job(outbox: Wurk) -> None:
+    with pytest.raises(RuntimeError), transaction.atomic():
+        jobs.echo.perform_async("never")
+        raise RuntimeError("rollback")
+    assert OutboxEntry.objects.count() == 0 and outbox.redis.llen("queue:default") == 0
+
+
+def test_outbox_rows_wait_out_a_redis_outage_for_the_relay(outbox: Wurk, test_config: Config) -> None:
+    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    with transaction.atomic():
+        jids = [jobs.echo.perform_async(i) for i in range(5)]
+    assert OutboxEntry.objects.count() == 5  # committed with the data, waiting
+    outbox.configure(test_config.replace(enqueue="outbox"))
+    assert relay_once(outbox, "default") == 5
+    assert queued_jids(outbox.redis) == jids  # in order
+    assert OutboxEntry.objects.count() == 0
+    assert relay_once(outbox, "default") == 0
+
+
+def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config: Config) -> None:
+    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    with transaction.atomic():
+        jids = [jobs.echo.perform_async(i) for i in range(200)]
+    outbox.configure(test_config.replace(enqueue="outbox"))
+    from django_wurk.outbox import _push_rows
+
+    # Two relays that both read all rows (as if the lease had expired between them).
+    rows = list(OutboxEntry.objects.order_by("pk"))
+    results: list[int] = []
+
+    def relay() -> None:
+        try:
+            results.append(_push_rows(outbox, "default", rows))
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=relay) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(results) == 200
+    pushed = queued_jids(outbox.redis)
+    assert sorted(pushed) == sorted(jids) and len(pushed) == 200
+    # A relay whose delete lost a race (SQLite locks the table) leaves rows; the next pass
+    # finds their markers, pushes nothing and deletes them.
+    assert relay_once(outbox, "default") == 0
+    assert OutboxEntry.objects.count() == 0 and len(queued_jids(outbox.redis)) == 200
+
+
+def test_a_process_killed_between_commit_and_push_loses_nothing(
+    outbox: Wurk, redis_url: str, tmp_path: Path
+) -> None:
+    """The outbox row is committed with the data; the relay delivers it after the crash."""
+    # The child processes share a real database: a file for SQLite, else this test database.
+    db = connections["default"].settings_dict
+    if connections["default"].vendor == "sqlite":
+        db_url = f"sqlite:///{tmp_path / 'crash.sqlite3'}"
+    else:
+        auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+        db_url = f"postgres://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+    script = """
+import os, django
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+django.setup()
+from django.core.management import call_command
+from django.db import transaction
+call_command("migrate", "django_wurk", verbosity=0)
+from tests.jobsapp import jobs
+with transaction.atomic():
+    transaction.on_commit(lambda: os._exit(9))  # dies after the commit, before our push runs
+    print(jobs.echo.perform_async("crash-proof"), flush=True)
+"""
+    env = dict(os.environ, DATABASE_URL=db_url, WURK_REDIS_URL=redis_url, WURK_ENQUEUE="outbox",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 9, proc.stderr
+    assert len(proc.stdout.strip()) == 24  # the jid was returned before the crash
+    assert outbox.redis.llen("queue:default") == 0
+
+    # A worker's outbox relay finds the row and the worker runs the job.
+    env["WURK_OUTBOX_RELAY_INTERVAL"] = "0.2"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "django", "runwurk", "-c", "1"],
+        env=env,
+        cwd=Path(__file__).resolve().parents[1],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: outbox.redis.lrange("seen:echo", 0, -1) == [b'["crash-proof"]'], timeout=30)
+    finally:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err
+    assert "outbox relay pushed 1 job(s) left behind" in err
