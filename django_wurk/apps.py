@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
 
 
@@ -24,3 +25,8 @@ class WurkConfig(AppConfig):
 
         transaction.install(wurk)
         autodiscover_modules("jobs")
+        # django.tasks functions conventionally live in tasks.py; import them so a worker
+        # knows every task it may be handed (only when a backend of ours is configured).
+        tasks_setting = getattr(settings, "TASKS", {}) or {}
+        if any(str(b.get("BACKEND", "")).startswith("django_wurk.") for b in tasks_setting.values()):
+            autodiscover_modules("tasks")

@@ -80,3 +80,8 @@ OUTBOX_MARKER_TTL = 7 * 24 * 3600
 def outbox_marker(scope: str, row_id: int) -> str:
     """Set when outbox row ``row_id`` of database ``scope`` was pushed, so it is pushed once."""
     return f"wurk-outbox:{scope}:{row_id}"
+
+
+def task_result(jid: str) -> str:
+    """The ``django.tasks`` result record of one task run (a hash with a TTL)."""
+    return f"wurk-task-result:{jid}"

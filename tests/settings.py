@@ -18,6 +18,17 @@ INSTALLED_APPS = [
     "django_wurk",
     "tests.jobsapp",
 ]
+try:  # Django 6 ships django.tasks; on 5.2 the backport app provides it.
+    import django.tasks  # noqa: F401
+except ImportError:
+    INSTALLED_APPS.append("django_tasks")
+TASKS = {
+    "default": {
+        "BACKEND": "django_wurk.tasks.WurkBackend",
+        "QUEUES": ["default", "tasks"],
+        "OPTIONS": {"RESULT_TTL": 3600},
+    }
+}
 DATABASES = {"default": env.db("DATABASE_URL", default="sqlite://:memory:")}
 # A second database, for enqueueing that follows the right transaction.
 DATABASES["other"] = {**DATABASES["default"], "NAME": f"{DATABASES['default']['NAME']}_other"}
@@ -44,4 +55,7 @@ TEMPLATES = [
     }
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-WURK = {"REDIS_URL": os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")}
+WURK = {
+    "REDIS_URL": os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
+    "QUEUES": ["default", "tasks"],
+}

@@ -92,14 +92,19 @@ def ruby_worker(ruby: None, redis_url: str, wurk: Any, tmp_path: Path) -> Iterat
     """Start ``sidekiq`` (6.4.1) with our shared job classes; stopped with TERM at teardown."""
     started: list[RubyWorker] = []
 
-    def start(*queues: str, concurrency: int = 3) -> RubyWorker:
+    def start(*queues: str, concurrency: int = 3, env: dict[str, str] | None = None) -> RubyWorker:
+        """``env`` adds variables, e.g. ``{"SIDEKIQ_POLL": "0.2"}`` (see app.rb)."""
         logfile = tmp_path / f"sidekiq-{len(started)}.log"
         args = ["sidekiq", "-r", str(RUBY_DIR / "app.rb"), "-c", str(concurrency), "-t", "5"]
         for q in queues or ("ruby", "default"):
             args += ["-q", q]
         with logfile.open("w") as log:
             proc = subprocess.Popen(
-                args, env=ruby_env(redis_url), stdout=log, stderr=subprocess.STDOUT, text=True
+                args,
+                env={**ruby_env(redis_url), **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
         redis = wurk.redis
 
@@ -128,3 +133,28 @@ def ruby_worker(ruby: None, redis_url: str, wurk: Any, tmp_path: Path) -> Iterat
 
 def ruby_seen(redis: Any) -> list[dict[str, Any]]:
     return [json.loads(x) for x in redis.lrange("ruby:seen", 0, -1)]
+
+
+@pytest.fixture
+def start_python_worker(wurk: Any, test_config: Any) -> Iterator[Callable[..., Any]]:
+    """``start_python_worker("q1", "q2", timestamps=...)``: our in-process worker (what
+    ``manage.py runwurk`` runs) on those queues (default: ``default``), with one thread unless
+    told otherwise so each queue's order is observable; other keywords replace config fields."""
+    from django_wurk.config import QueueSpec
+    from django_wurk.worker import Launcher
+
+    started: list[Launcher] = []
+
+    def start(*queues: str, concurrency: int = 1, **changes: Any) -> Launcher:
+        names = queues or ("default",)
+        wurk.configure(
+            test_config.replace(concurrency=concurrency, queues=tuple(QueueSpec(q) for q in names), **changes)
+        )
+        worker = Launcher(wurk)
+        worker.start()
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

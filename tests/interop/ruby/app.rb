@@ -59,3 +59,25 @@ begin
 rescue LoadError
   # ActiveJob is optional for everything but the ActiveJob checks, which say so.
 end
+
+# client.rb reads Sidekiq::RetrySet, DeadSet, ProcessSet, Workers, Stats: load the API.
+require "sidekiq/api"
+
+# --- Wire-format checks (tests/interop/test_python_to_ruby.py, test_timestamps.py) ---------
+module Interop
+  # Like Echo, and also records when it ran, so a scheduled job can be checked against its due time.
+  class Stamp
+    include Sidekiq::Worker
+    sidekiq_options queue: "ruby"
+
+    def perform(*args)
+      Interop.record(self.class.name, jid, args, "ran_at" => Time.now.to_f)
+    end
+  end
+end
+
+# SIDEKIQ_POLL=<seconds> pins the scheduled/retry poll interval (the default is a random 5-15 s,
+# too slow for tests). It also drops the fixed 10 s boot wait; a random 0-5 s one remains.
+Sidekiq.configure_server do |config|
+  config.options[:poll_interval_average] = ENV["SIDEKIQ_POLL"].to_f if ENV["SIDEKIQ_POLL"]
+end

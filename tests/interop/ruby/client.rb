@@ -100,6 +100,44 @@ result =
       {"process_id" => process_id, "thread_id" => thread_id, "queue" => work["queue"],
        "run_at" => work["run_at"], "jid" => payload["jid"], "class" => payload["class"], "args" => payload["args"]}
     end
+  when "activejob_rich"
+    # What a Rails app writes for symbol-keyed hashes and keyword arguments.
+    HelloJob.set(queue: cmd.fetch("queue", "mailers")).perform_later(
+      "world", {count: 2, "plain" => [1, {nested: true}]}, mode: "fast", retries: 3
+    ).provider_job_id
+  when "entry_with_times"
+    # One sorted-set entry plus its job timestamps as Ruby reads them (Time.at, as the Web UI does).
+    entry = find_entry(cmd.fetch("set"), cmd.fetch("jid"))
+    now = Time.now
+    times = %w[created_at enqueued_at failed_at retried_at].to_h do |k|
+      t = entry[k] && Time.at(entry[k])
+      [k, t && {"class" => t.class.name, "iso" => t.utc.iso8601(6), "age" => now - t}]
+    end
+    entry_json(entry).merge("times" => times)
+  when "pushes"
+    # Several client pushes in one Ruby process, in order: [{"push" => item} or {"push_bulk" => items}, ...];
+    # returns each call's result (a jid, or the bulk push's jids).
+    cmd.fetch("calls").map do |call|
+      call.key?("push_bulk") ? Sidekiq::Client.push_bulk(call["push_bulk"]) : Sidekiq::Client.push(call.fetch("push"))
+    end
+  when "job_times"
+    # The timestamps of several jobs as Ruby reads them: the API's created_at, enqueued_at and
+    # latency, the sorted-set score as `at`, and Time.at(failed_at/retried_at) as the Web UI does.
+    # Each of "jobs" is {"where" => "retry" | "dead" | "schedule" | "queue:<name>", "jid" => ...}.
+    now = Time.now
+    stamp = ->(t) { t && {"epoch" => t.to_f, "year" => t.utc.year, "age" => now - t} }
+    cmd.fetch("jobs").map do |spec|
+      where, jid = spec.fetch("where"), spec.fetch("jid")
+      job = where.start_with?("queue:") ? Sidekiq::Queue.new(where.delete_prefix("queue:")).find_job(jid) : find_entry(where, jid)
+      raise "no #{jid} in #{where}" unless job
+      {
+        "jid" => job.jid, "latency" => job.latency,
+        "created_at" => stamp.call(job.created_at), "enqueued_at" => stamp.call(job.enqueued_at),
+        "failed_at" => stamp.call(job["failed_at"] && Time.at(job["failed_at"])),
+        "retried_at" => stamp.call(job["retried_at"] && Time.at(job["retried_at"])),
+        "at" => job.respond_to?(:at) ? stamp.call(job.at) : nil,
+      }
+    end
   else
     raise "unknown op #{cmd["op"]}"
   end

@@ -1,0 +1,163 @@
+"""Django's task API end to end on WurkBackend with a real worker."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.checks import run_checks
+from django.db import transaction
+from django.utils import timezone
+
+from django_wurk import Wurk
+from django_wurk.config import QueueSpec
+from django_wurk.worker import Launcher
+from tests.conftest import wait_for
+from tests.jobsapp import tasks
+
+try:
+    from django.tasks import TaskResultStatus
+    from django.tasks.exceptions import InvalidTask as InvalidTaskError
+    from django.tasks.exceptions import TaskResultDoesNotExist
+    from django.tasks.signals import task_enqueued, task_finished, task_started
+except ImportError:
+    from django_tasks import TaskResultStatus  # type: ignore[no-redef]
+    from django_tasks.exceptions import (
+        InvalidTaskError,  # type: ignore[no-redef]
+        TaskResultDoesNotExist,  # type: ignore[no-redef]
+    )
+    from django_tasks.signals import task_enqueued, task_finished, task_started  # type: ignore[no-redef]
+
+
+@pytest.fixture
+def worker(wurk: Wurk, test_config: Any) -> Iterator[Launcher]:
+    wurk.configure(test_config.replace(queues=(QueueSpec("default"), QueueSpec("tasks"))))
+    launcher = Launcher(wurk)
+    launcher.start()
+    yield launcher
+    launcher.stop()
+
+
+def finished(result: Any) -> bool:
+    result.refresh()
+    return bool(result.is_finished)
+
+
+def test_a_task_runs_and_its_result_comes_back(wurk: Wurk, r: Any, worker: Launcher) -> None:
+    result = tasks.add.enqueue(2, 3, scale=10)
+    assert result.status == TaskResultStatus.READY and len(result.id) == 24
+    wait_for(lambda: finished(result))
+    assert result.status == TaskResultStatus.SUCCESSFUL
+    assert result.return_value == 50
+    assert result.args == [2, 3] and result.kwargs == {"scale": 10}
+    assert result.attempts == 1 and result.worker_ids[0].endswith(f":{__import__('os').getpid()}")
+    assert result.enqueued_at <= result.started_at <= result.finished_at
+    fetched = tasks.add.get_result(result.id)
+    assert fetched.return_value == 50 and fetched.status == TaskResultStatus.SUCCESSFUL
+
+
+def test_the_payload_is_a_sidekiq_job_named_after_the_task(wurk: Wurk, r: Any) -> None:
+    result = tasks.add.enqueue(1, 2, scale=3)
+    [payload] = [json.loads(x) for x in r.lrange("queue:default", 0, -1)]
+    assert payload["class"] == "tests.jobsapp.tasks.add" and payload["jid"] == result.id
+    assert payload["args"] == [1, 2] and payload["kwargs"] == {"scale": 3}
+    assert 0 < r.ttl(f"wurk-task-result:{result.id}") <= 3600  # RESULT_TTL from OPTIONS
+
+
+def test_retries_fill_errors_and_attempts_then_failed(wurk: Wurk, r: Any, worker: Launcher) -> None:
+    result = tasks.flaky_task.enqueue("x")  # retry=1 given through @task(...)
+    wait_for(lambda: r.zcard("retry") == 1)
+    result.refresh()
+    assert result.status == TaskResultStatus.READY  # waiting in the retry set
+    assert result.attempts == 1 and len(result.errors) == 1
+    assert result.errors[0].exception_class is ValueError
+    assert "task failed: x" in result.errors[0].traceback
+    [(member, _)] = r.zrange("retry", 0, -1, withscores=True)
+    assert json.loads(member)["retry"] == 1 and json.loads(member)["queue"] == "tasks"
+    r.zadd("retry", {member: time.time() - 1}, xx=True)
+    wait_for(lambda: finished(result))
+    assert result.status == TaskResultStatus.FAILED and result.attempts == 2 and len(result.errors) == 2
+    assert r.zcard("dead") == 1
+    with pytest.raises(ValueError, match="failed"):
+        result.return_value  # noqa: B018
+
+
+def test_retry_false_fails_at_once(wurk: Wurk, worker: Launcher) -> None:
+    result = tasks.fails_once_for_good.enqueue()
+    wait_for(lambda: finished(result))
+    assert result.status == TaskResultStatus.FAILED and result.errors[0].exception_class is KeyError
+
+
+def test_takes_context_and_async_tasks(wurk: Wurk, worker: Launcher) -> None:
+    ctx = tasks.with_context.enqueue("hello")
+    doubled = tasks.async_double.enqueue(21)
+    wait_for(lambda: finished(ctx) and finished(doubled))
+    assert ctx.return_value == {"id": ctx.id, "attempt": 1, "note": "hello"}
+    assert doubled.return_value == 42
+
+
+def test_run_after_defers_into_the_schedule(wurk: Wurk, r: Any, worker: Launcher) -> None:
+    later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
+    [(member, score)] = r.zrange("schedule", 0, -1, withscores=True)
+    assert json.loads(member)["jid"] == later.id and score == pytest.approx(time.time() + 3600, abs=5)
+    soon = tasks.add.using(run_after=timezone.now() + timedelta(seconds=0.3)).enqueue(2, 2)
+    wait_for(lambda: finished(soon))
+    assert soon.return_value == 4
+    assert tasks.add.get_result(later.id).status == TaskResultStatus.READY
+
+
+def test_each_signal_fires_once_with_its_status(wurk: Wurk, worker: Launcher) -> None:
+    events: list[tuple[str, str, str]] = []
+
+    def on(name: str) -> Any:
+        def receiver(sender: Any, task_result: Any, **kwargs: Any) -> None:
+            events.append((name, task_result.id, str(task_result.status)))
+
+        return receiver
+
+    receivers = {sig: on(name) for sig, name in ((task_enqueued, "enqueued"), (task_started, "started"),
+                                                  (task_finished, "finished"))}  # fmt: skip
+    for sig, receiver in receivers.items():
+        sig.connect(receiver)
+    try:
+        result = tasks.add.enqueue(1, 2)
+        wait_for(lambda: len([e for e in events if e[1] == result.id]) == 3)
+    finally:
+        for sig, receiver in receivers.items():
+            sig.disconnect(receiver)
+    ours = [(e[0], e[2]) for e in events if e[1] == result.id]
+    # "enqueued" is sent by the client after the push, so a fast worker may start first.
+    assert sorted(ours) == [("enqueued", "READY"), ("finished", "SUCCESSFUL"), ("started", "RUNNING")]
+    assert ours.index(("started", "RUNNING")) < ours.index(("finished", "SUCCESSFUL"))
+
+
+def test_priority_is_reported_unsupported_and_unknown_results_do_not_exist(wurk: Wurk) -> None:
+    with pytest.raises(InvalidTaskError, match="priority"):
+        tasks.add.using(priority=10)
+    with pytest.raises(TaskResultDoesNotExist):
+        tasks.add.get_result("0" * 24)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_inside_a_transaction_waits_for_the_commit(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic():
+        result = tasks.record_task.enqueue("after commit")
+        assert r.llen("queue:default") == 0
+    assert json.loads(r.lindex("queue:default", 0))["jid"] == result.id
+    with pytest.raises(RuntimeError), transaction.atomic():
+        tasks.record_task.enqueue("rolled back")
+        raise RuntimeError("rollback")
+    assert r.llen("queue:default") == 1
+
+
+def test_check_reports_queues_no_worker_listens_to(wurk: Wurk, settings: Any) -> None:
+    assert [m for m in run_checks() if m.id == "django_wurk.I001"] == []
+    settings.WURK = {**settings.WURK, "QUEUES": ["default"]}  # TASKS also allows "tasks"
+    messages = [m for m in run_checks() if m.id == "django_wurk.I001"]
+    assert [m.msg for m in messages] == [
+        "TASKS['default'] may enqueue onto queue 'tasks', which WURK['QUEUES'] does not list"
+    ]
