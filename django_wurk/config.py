@@ -23,6 +23,9 @@ from django_wurk.wire import TimestampStyle
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
 ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
+#: The shortest dashboard stats token accepted: long enough that guessing it is hopeless.
+MIN_TOKEN_LENGTH = 16
+FETCH_MODES = ("reliable", "basic")
 
 
 class ConfigError(ValueError):
@@ -69,6 +72,15 @@ class Config:
     strict_args: bool = True
     #: Maximum backtrace lines kept when a job says ``backtrace: true``.
     backtrace_limit: int = 1000
+    #: ``reliable`` (default): a fetched job stays in a per-process list in Redis until it
+    #: is finished, and jobs of a dead process are recovered. ``basic``: plain BRPOP.
+    fetch: str = "reliable"
+    #: A process whose heartbeat is older than this (seconds) is dead; its jobs are recovered.
+    process_dead_after: float = 60.0
+    #: How often the reaper looks for dead processes' jobs (seconds).
+    reaper_interval: float = 15.0
+    #: A job recovered from dead processes this many times is buried instead of requeued.
+    max_recoveries: int = 3
     #: When a push made inside a database transaction reaches Redis: ``on_commit`` (after
     #: the commit, never on rollback), ``immediate``, or ``outbox`` (a row written in the
     #: transaction, relayed to Redis after commit, or later by a worker if that failed).
@@ -79,6 +91,10 @@ class Config:
     outbox_relay_interval: float = 5.0
     #: Attempts to push after a commit before giving up and sending ``push_failed``.
     push_retries: int = 8
+    #: The admin dashboard shows everything but changes nothing: its actions are hidden and refused.
+    dashboard_read_only: bool = False
+    #: A bearer token that lets monitoring read the dashboard's JSON stats without a login ("" = off).
+    dashboard_stats_token: str = field(default="", repr=False)
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -195,7 +211,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
             raise ConfigError(
                 key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}"
             ) from None
-    if name in ("legacy_workers_key", "strict_args"):
+    if name in ("legacy_workers_key", "strict_args", "dashboard_read_only"):
         if isinstance(raw, bool):
             return raw
         if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
@@ -211,6 +227,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "redis_pool_size",
         "backtrace_limit",
         "push_retries",
+        "max_recoveries",
     ):
         return _number(key, raw, int)
     if name in (
@@ -221,6 +238,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "fetch_timeout",
         "redis_socket_timeout",
         "outbox_relay_interval",
+        "process_dead_after",
+        "reaper_interval",
     ):
         return _number(key, raw, float)
     if not isinstance(raw, str):
@@ -256,6 +275,9 @@ def _validate(c: Config) -> None:
         "DEAD_TIMEOUT": c.dead_timeout,
         "BACKTRACE_LIMIT": c.backtrace_limit,
         "OUTBOX_RELAY_INTERVAL": c.outbox_relay_interval,
+        "PROCESS_DEAD_AFTER": c.process_dead_after,
+        "REAPER_INTERVAL": c.reaper_interval,
+        "MAX_RECOVERIES": c.max_recoveries,
     }
     for key, value in positive.items():
         if not value > 0:
@@ -269,6 +291,8 @@ def _validate(c: Config) -> None:
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too
             raise ConfigError(key, f"must be 0 or more, got {value!r}")
+    if c.fetch not in FETCH_MODES:
+        raise ConfigError("FETCH", f"must be one of {', '.join(FETCH_MODES)}, got {c.fetch!r}")
     if c.enqueue not in ENQUEUE_MODES:
         raise ConfigError("ENQUEUE", f"must be one of {', '.join(ENQUEUE_MODES)}, got {c.enqueue!r}")
     if c.heartbeat_interval >= 60:
@@ -281,5 +305,11 @@ def _validate(c: Config) -> None:
         raise ConfigError("POLL_INTERVAL", f"must be greater than 0, got {c.poll_interval!r}")
     if not c.queues:
         raise ConfigError("QUEUES", "at least one queue is needed")
+    if c.dashboard_stats_token and len(c.dashboard_stats_token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(
+            "DASHBOARD_STATS_TOKEN",
+            f"must be empty (off) or at least {MIN_TOKEN_LENGTH} characters long, "
+            f"got {len(c.dashboard_stats_token)} characters",
+        )
     if not isinstance(c.timestamps, TimestampStyle):
         raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")

@@ -85,3 +85,22 @@ def outbox_marker(scope: str, row_id: int) -> str:
 def task_result(jid: str) -> str:
     """The ``django.tasks`` result record of one task run (a hash with a TTL)."""
     return f"wurk-task-result:{jid}"
+
+
+#: Sidekiq Pro's private-list naming, so a mixed fleet recognises in-progress jobs.
+PRIVATE_QUEUE_PREFIX = "queue:sq|"
+#: A lease held by the one reaper running at a time across the cluster.
+REAPER_LOCK = "wurk-reaper"
+
+
+def private_queue(identity: str, queue_name: str) -> str:
+    """``queue:sq|<identity>|<queue>``: jobs one process has fetched and not yet finished."""
+    return f"{PRIVATE_QUEUE_PREFIX}{identity}|{queue_name}"
+
+
+def parse_private_queue(key: str) -> tuple[str, str] | None:
+    """(identity, queue) from a private-list key, or None if it is not one."""
+    if not key.startswith(PRIVATE_QUEUE_PREFIX):
+        return None
+    identity, sep, queue_name = key[len(PRIVATE_QUEUE_PREFIX) :].rpartition("|")
+    return (identity, queue_name) if sep and identity and queue_name else None

@@ -1,23 +1,35 @@
-"""Basic fetch: BRPOP across the configured queues.
+"""Fetching jobs: reliable (the default) or basic BRPOP.
 
-BRPOP takes the oldest job (clients LPUSH at the head) from the first non-empty queue in
-the order given, which is what strict priority needs. Weighted order shuffles a list in
-which each queue appears ``weight`` times and keeps each queue's first appearance, so a
-queue of weight 3 is tried first three times as often as one of weight 1, and no queue
-starves. The 2-second timeout bounds how long a fetcher takes to notice a shutdown.
+**Reliable fetch** moves each job atomically from ``queue:<q>`` into this process's
+private list ``queue:sq|<identity>|<q>`` (Sidekiq Pro's naming, so a mixed fleet knows
+what it is) and removes it only when the job is finished: succeeded, or its retry or death
+recorded. If the process dies, the job is still in Redis and the reaper puts it back.
+Acknowledging the previous job rides in the same Lua call as fetching the next, so a busy
+worker pays one round trip per job. When every queue is empty, each processor thread
+blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
+at once instead of waiting for a poll, and an idle worker does not spin.
 
-With BRPOP the job exists only in this process's memory while it runs; a crash loses
-it. Shutdown pushes unfinished jobs back with RPUSH (to the tail, so they run next).
+**Basic fetch** is BRPOP across the queues: the job exists only in this process while it
+runs, so a crash loses it. It stays available as ``WURK["FETCH"] = "basic"``.
+
+Queue order: strict (the order given) unless queues have weights, then a shuffled list
+in which each queue appears ``weight`` times, deduplicated, per fetch — a queue of weight
+3 is tried first three times as often as one of weight 1, and none starves.
 """
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from django_wurk import keys
 from django_wurk.config import Config
-from django_wurk.redis import Redis
+from django_wurk.redis import Redis, Scripts
+
+logger = logging.getLogger("django_wurk.fetch")
 
 
 @dataclass
@@ -27,37 +39,116 @@ class UnitOfWork:
     queue: str
     raw: bytes
 
-    def acknowledge(self) -> None:
-        """Basic fetch keeps nothing to acknowledge; reliable fetch will."""
+
+class Fetch(Protocol):
+    def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
+        """Acknowledge ``previous`` (finished) and wait up to the fetch timeout for the next job."""
+
+    def acknowledge(self, unit: UnitOfWork) -> None: ...
+
+    def requeue(self, units: list[UnitOfWork]) -> None:
+        """At shutdown: put unfinished jobs back where they will be fetched next."""
+
+
+class QueueOrder:
+    def __init__(self, config: Config) -> None:
+        self.strict = config.strict_order
+        self.names = list(config.queue_names)
+        self._weighted = [q.name for q in config.weighted_queues for _ in range(q.weight)]
+
+    def __call__(self) -> list[str]:
+        if self.strict:
+            return self.names
+        return list(dict.fromkeys(random.sample(self._weighted, len(self._weighted))))
 
 
 class BasicFetch:
     def __init__(self, config: Config, redis: Redis) -> None:
         self.redis = redis
         self.timeout = config.fetch_timeout
-        self.strict = config.strict_order
-        self._strict_keys = [keys.queue(name) for name in config.queue_names]
-        self._weighted = [keys.queue(q.name) for q in config.weighted_queues for _ in range(q.weight)]
+        self.order = QueueOrder(config)
 
     def queue_keys(self) -> list[str]:
-        if self.strict:
-            return self._strict_keys
-        shuffled = random.sample(self._weighted, len(self._weighted))
-        return list(dict.fromkeys(shuffled))
+        return [keys.queue(name) for name in self.order()]
 
-    def fetch(self) -> UnitOfWork | None:
-        """Block up to the fetch timeout for a job; ``None`` when all queues stayed empty."""
+    def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         result = self.redis.brpop(self.queue_keys(), timeout=self.timeout)
         if result is None:
             return None
         key, raw = result
         return UnitOfWork(queue=key.decode().removeprefix("queue:"), raw=raw)
 
+    def acknowledge(self, unit: UnitOfWork) -> None:
+        """Nothing to acknowledge: the job left Redis when it was fetched."""
+
     def requeue(self, units: list[UnitOfWork]) -> None:
-        """Put unfinished jobs back at the tail of their queues, so they are fetched next."""
         if not units:
             return
         pipe = self.redis.pipeline(transaction=False)
         for unit in units:
             pipe.rpush(keys.queue(unit.queue), unit.raw)
         pipe.execute()
+
+
+class ReliableFetch:
+    def __init__(self, config: Config, redis: Redis, scripts: Scripts, identity: str) -> None:
+        self.redis = redis
+        self.scripts = scripts
+        self.identity = identity
+        self.timeout = config.fetch_timeout
+        self.order = QueueOrder(config)
+        self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
+
+    def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
+        order = self.order()
+        script_keys: list[str] = []
+        for name in order:
+            script_keys += (keys.queue(name), self.private[name])
+        ack: list[Any] = [self.private[previous.queue], previous.raw] if previous else ["", ""]
+        found = self.scripts.fetch(keys=script_keys, args=ack)
+        if found:
+            key, raw = found
+            return UnitOfWork(queue=key.decode().removeprefix("queue:"), raw=raw)
+        # Every queue is empty: block on one of them until a job arrives. Threads take
+        # different queues (by slot), so each queue has a waiter when concurrency allows.
+        name = order[slot % len(order)]
+        raw = self.redis.blmove(keys.queue(name), self.private[name], self.timeout, "RIGHT", "LEFT")
+        return UnitOfWork(queue=name, raw=raw) if raw is not None else None
+
+    def acknowledge(self, unit: UnitOfWork) -> None:
+        self.redis.lrem(self.private[unit.queue], 1, unit.raw)
+
+    def requeue(self, units: list[UnitOfWork]) -> None:
+        """Put back the given unfinished jobs, then anything else left in our private lists.
+
+        Processor threads acknowledge finished jobs before they exit, so whatever is
+        still in a private list at this point did not finish.
+        """
+        moved = 0
+        for unit in units:
+            moved += self._move_back(self.private[unit.queue], unit.queue, unit.raw)
+        for name, private in self.private.items():
+            for raw in self.redis.lrange(private, 0, -1):
+                moved += self._move_back(private, name, raw)
+        if moved:
+            logger.warning("pushed %d unfinished job(s) back from this process's private lists", moved)
+
+    def _move_back(self, private: str, queue_name: str, raw: bytes) -> int:
+        return int(
+            self.scripts.requeue(
+                keys=[private, keys.queue(queue_name), keys.QUEUES], args=[raw, raw, "", queue_name, "", ""]
+            )
+        )
+
+
+def fetch_for(config: Config, redis: Redis, scripts: Scripts, identity: str) -> BasicFetch | ReliableFetch:
+    if config.fetch == "basic":
+        return BasicFetch(config, redis)
+    return ReliableFetch(config, redis, scripts, identity)
+
+
+def seconds_since(beat: bytes | None) -> float | None:
+    try:
+        return time.time() - float(beat) if beat is not None else None
+    except ValueError:
+        return None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from django_wurk.worker.heartbeat import Heartbeat
 from django_wurk.worker.manager import Manager
 from django_wurk.worker.outage import Outage
+from django_wurk.worker.reaper import Reaper
 from django_wurk.worker.scheduler import Poller
 from django_wurk.worker.stats import Stats
 
@@ -41,7 +42,8 @@ class Launcher:
         self.identity = f"{self.config.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
         self.outage = Outage(self.config.redis_url)
         self.stats = Stats()
-        self.manager = Manager(wurk, self.stats, self.outage)
+        self.manager = Manager(wurk, self.stats, self.outage, self.identity)
+        self.reaper = Reaper(wurk, self.identity, self.outage) if self.config.fetch == "reliable" else None
         self.poller = Poller(wurk, self.outage)
         self.heartbeat = Heartbeat(wurk, self.identity, self.manager, self.stats, self.outage, self.signal)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
@@ -61,9 +63,20 @@ class Launcher:
         )
         self.heartbeat.beat()
         self.heartbeat.start()
+        if self.reaper is not None:
+            # Sweep before fetching: jobs of processes that died are older than anything new.
+            self._reap_once()
+            self.reaper.start()
         self.poller.start()
         self.manager.start()
         self._started = True
+
+    def _reap_once(self) -> None:
+        assert self.reaper is not None
+        try:
+            self.reaper.reap()
+        except Exception as exc:  # a failed sweep must not stop the worker from starting
+            logger.warning("start-up sweep for dead processes' jobs failed: %s", exc)
 
     def quiet(self) -> None:
         if self.manager.quieting.is_set():
@@ -83,6 +96,8 @@ class Launcher:
             if pushed_back:
                 logger.warning("pushed %d unfinished job(s) back to their queues", pushed_back)
             self.poller.stop()
+            if self.reaper is not None:
+                self.reaper.stop()
         self.heartbeat.stop()
         self.stopped.set()
         logger.info("stopped %s", self.identity)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.worker.fetch import BasicFetch, UnitOfWork
+from django_wurk.worker.fetch import UnitOfWork, fetch_for
 from django_wurk.worker.outage import Outage
 from django_wurk.worker.processor import Processor, Shutdown, Work
 from django_wurk.worker.retry import RetryHandler
@@ -35,12 +35,12 @@ def interrupt(thread: threading.Thread) -> None:
 
 
 class Manager:
-    def __init__(self, wurk: Wurk, stats: Stats, outage: Outage) -> None:
+    def __init__(self, wurk: Wurk, stats: Stats, outage: Outage, identity: str) -> None:
         self.wurk = wurk
         self.config = wurk.config
         self.stats = stats
         self.outage = outage
-        self.fetch = BasicFetch(self.config, wurk.redis)
+        self.fetch = fetch_for(self.config, wurk.redis, wurk.scripts, identity)
         self.retry = RetryHandler(wurk)
         self.lock = threading.Lock()
         self.busy: dict[str, Work] = {}
@@ -85,6 +85,8 @@ class Manager:
                 work.abandoned = True
                 interrupt(work.thread)
         if not unfinished:
+            if self.config.fetch == "reliable":
+                self._push_back([], deadline=time.monotonic() + max(timeout, 5.0))  # leftovers, if any
             return 0
         # Let interrupted threads unwind, then push back whatever still has not finished.
         grace = time.monotonic() + 1.0
@@ -96,12 +98,16 @@ class Manager:
         return len(requeue)
 
     def _push_back(self, units: list[UnitOfWork], deadline: float) -> None:
-        """RPUSH unfinished jobs, riding out a Redis outage until ``deadline``.
+        """Requeue unfinished jobs, riding out a Redis outage until ``deadline``.
 
-        With basic fetch these jobs exist only in this process; if Redis stays down past the
-        deadline their payloads go to the log at CRITICAL, the last place they can be kept.
+        Reliable fetch also sweeps this process's private lists, so it runs even with no
+        ``units``. With basic fetch these jobs exist only in this process; if Redis stays
+        down past the deadline their payloads go to the log at CRITICAL, the last place
+        they can be kept.
         """
-        while units:
+        if not units and self.config.fetch == "basic":
+            return
+        while True:
             try:
                 self.fetch.requeue(units)
                 self.outage.recovered()

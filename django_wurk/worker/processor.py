@@ -88,6 +88,7 @@ def invalid_payload_envelope(unit: UnitOfWork, error: wire.PayloadError, style: 
 class Processor:
     def __init__(self, manager: Manager, index: int) -> None:
         self.manager = manager
+        self.index = index
         self.wurk = manager.wurk
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
 
@@ -97,17 +98,20 @@ class Processor:
     def run(self) -> None:
         manager = self.manager
         self.tid = thread_id()
+        # The finished job whose acknowledgement rides on the next fetch (reliable fetch).
+        pending: UnitOfWork | None = None
         try:
             while not manager.quieting.is_set():
                 try:
-                    unit = manager.fetch.fetch()
+                    unit = manager.fetch.fetch(pending, self.index)
                 except RedisError as exc:
                     manager.outage.failed(exc)
                     manager.quieting.wait(manager.outage.backoff())
                     continue
+                pending = None
                 manager.outage.recovered()
-                if unit is not None:
-                    self.process(unit)
+                if unit is not None and self.process(unit):
+                    pending = unit
         except Shutdown:
             pass
         except Exception as exc:
@@ -115,34 +119,49 @@ class Processor:
             logger.exception("processor thread crashed")
             self.wurk.report_error(exc, {"context": "processor thread"})
             manager.processor_died(self)
+        finally:
+            if pending is not None:
+                self._acknowledge(pending)
 
-    def process(self, unit: UnitOfWork) -> None:
+    def _acknowledge(self, unit: UnitOfWork) -> None:
+        """Acknowledge a finished job on the way out, riding out a short Redis outage."""
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                self.manager.fetch.acknowledge(unit)
+                return
+            except RedisError as exc:
+                self.manager.outage.failed(exc)
+                if time.monotonic() > deadline:
+                    logger.error("could not acknowledge a finished job (%s); it may run again", exc)
+                    return
+                time.sleep(self.manager.outage.backoff())
+
+    def process(self, unit: UnitOfWork) -> bool:
+        """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
         manager = self.manager
         work = Work(unit, self.thread)
         with manager.lock:
             manager.busy[self.tid] = work
         try:
-            self._process(unit)
+            done = self._process(unit)
             with manager.lock:
                 work.finished = True
-        except Shutdown:
-            raise
+            return done
         finally:
             with manager.lock:
                 manager.busy.pop(self.tid, None)
 
-    def _process(self, unit: UnitOfWork) -> None:
+    def _process(self, unit: UnitOfWork) -> bool:
         wurk = self.wurk
         try:
             payload = wire.loads(unit.raw)
         except wire.PayloadError as error:
             logger.error("burying an unreadable job from queue %r: %s", unit.queue, error)
-            self._record_outcome(
+            return self._record_outcome(
                 functools.partial(bury, wurk, invalid_payload_envelope(unit, error, wurk.config.timestamps)),
                 unit,
             )
-            unit.acknowledge()
-            return
 
         job_class_name = wire.job_display_class(payload)
         jid = payload.get("jid", "")
@@ -169,11 +188,9 @@ class Processor:
                     extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
-            self._record_outcome(
+            return self._record_outcome(
                 functools.partial(manager.retry.handle, unit.raw, unit.queue, job, exc), unit
             )
-            unit.acknowledge()
-            return
         elapsed = (time.monotonic() - started) * 1000
         self.manager.stats.record(job_class_name, elapsed, False, time.time())
         if log:
@@ -182,17 +199,21 @@ class Processor:
                 elapsed / 1000,
                 extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
             )
-        unit.acknowledge()
+        return True
 
-    def _record_outcome(self, write: Any, unit: UnitOfWork) -> None:
-        """Write a retry/dead entry, riding out a Redis outage rather than dropping the job."""
+    def _record_outcome(self, write: Any, unit: UnitOfWork) -> bool:
+        """Write a retry/dead entry, riding out a Redis outage rather than dropping the job.
+
+        False if Redis stayed down: the job is then not acknowledged, so with reliable fetch
+        it stays in the private list and is pushed back at shutdown.
+        """
         manager = self.manager
         deadline = time.monotonic() + max(manager.wurk.config.timeout, 5.0) * 4
         while True:
             try:
                 write()
                 manager.outage.recovered()
-                return
+                return True
             except RedisError as exc:
                 manager.outage.failed(exc)
                 if time.monotonic() > deadline:
@@ -202,5 +223,5 @@ class Processor:
                         unit.queue,
                         unit.raw,
                     )
-                    return
+                    return False
                 time.sleep(manager.outage.backoff())
