@@ -110,3 +110,24 @@ class PlainJob(Job):
 @job
 def report_server_middleware() -> None:
     record("server-middleware", [type(m).__name__ for m in wurk.server_middleware])
+
+
+@job(retry=False)
+def kills_its_worker() -> None:
+    """Takes the whole worker process down, as a segfault or the OOM killer would."""
+    import os
+    import signal
+
+    record("kills_its_worker", os.getpid())
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@job
+def tracked(n: int, seconds: float = 0.0) -> None:
+    """Records each run by jid, so a test can prove every job ran, and how often."""
+    from django_wurk.api import JobRecord  # noqa: F401  (keeps the import graph honest in workers)
+
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    wurk.redis.rpush("seen:tracked", json.dumps(n))
