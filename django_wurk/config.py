@@ -12,6 +12,7 @@ words the user wrote it in.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 import socket
 from collections.abc import Mapping
@@ -51,6 +52,10 @@ class Config:
     redis_pool_size: int | None = None
     redis_socket_timeout: float = 5.0
     concurrency: int = 5
+    #: Worker processes ``runwurk`` forks (``-P``); ``"auto"`` in settings means one per CPU.
+    processes: int = 1
+    #: Recycle a worker process whose resident memory passes this many MB (``--max-memory-mb``).
+    max_memory_mb: float | None = None
     queues: tuple[QueueSpec, ...] = (QueueSpec("default"),)
     timeout: float = 25.0
     tag: str = ""
@@ -217,8 +222,10 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
             return raw.strip().lower() in _TRUE
         raise ConfigError(key, f"expected true or false, got {raw!r}")
-    if name in ("redis_pool_size", "poll_interval") and (raw is None or raw == ""):
+    if name in ("redis_pool_size", "poll_interval", "max_memory_mb") and (raw is None or raw == ""):
         return None
+    if name == "processes" and isinstance(raw, str) and raw.strip().lower() == "auto":
+        return os.cpu_count() or 1
     if name in (
         "concurrency",
         "max_retries",
@@ -228,6 +235,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "backtrace_limit",
         "push_retries",
         "max_recoveries",
+        "processes",
     ):
         return _number(key, raw, int)
     if name in (
@@ -240,6 +248,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "outbox_relay_interval",
         "process_dead_after",
         "reaper_interval",
+        "max_memory_mb",
     ):
         return _number(key, raw, float)
     if not isinstance(raw, str):
@@ -268,6 +277,7 @@ def _validate(c: Config) -> None:
         )
     positive = {
         "CONCURRENCY": c.concurrency,
+        "PROCESSES": c.processes,
         "HEARTBEAT_INTERVAL": c.heartbeat_interval,
         "AVERAGE_SCHEDULED_POLL_INTERVAL": c.average_scheduled_poll_interval,
         "FETCH_TIMEOUT": c.fetch_timeout,

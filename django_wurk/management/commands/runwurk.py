@@ -16,7 +16,11 @@ class Command(BaseCommand):
     requires_system_checks = ["wurk"]
 
     def add_arguments(self, parser: ArgumentParser) -> None:
-        parser.add_argument("-c", "--concurrency", type=int, help="job threads (default 5)")
+        parser.add_argument("-c", "--concurrency", type=int, help="job threads per process (default 5)")
+        parser.add_argument(
+            "-P", "--processes", help="worker processes to fork, or 'auto' for one per CPU (default 1)"
+        )
+        parser.add_argument("--max-memory-mb", type=float, help="recycle a worker process past this RSS")
         parser.add_argument(
             "-q",
             "--queue",
@@ -54,6 +58,8 @@ class Command(BaseCommand):
             "QUEUES": queues,
             "TIMEOUT": options["timeout"],
             "TAG": options["tag"],
+            "PROCESSES": options["processes"],
+            "MAX_MEMORY_MB": options["max_memory_mb"],
         }
         try:
             config = build_config(overrides)
@@ -69,8 +75,36 @@ class Command(BaseCommand):
             from django.utils import autoreload
 
             autoreload.run_with_reloader(self._run)
+        elif config.processes > 1 or config.max_memory_mb:
+            self._run_swarm()
         else:
             self._run()
+
+    def _run_swarm(self) -> None:
+        from django.db import connections
+
+        from django_wurk.engine import wurk
+        from django_wurk.worker.swarm import Swarm
+
+        config = wurk.config
+
+        def before_fork() -> None:
+            # Django is set up once, here; nothing connected may cross the fork.
+            connections.close_all()
+            wurk._drop_connections()
+
+        def run_child(index: int) -> int:
+            self._run()
+            return 0
+
+        Swarm(
+            config.processes,
+            run_child,
+            before_fork=before_fork,
+            after_fork=wurk._drop_connections,
+            max_memory_mb=config.max_memory_mb,
+            shutdown_timeout=config.timeout,
+        ).run()
 
     def _run(self) -> None:
         import atexit
