@@ -64,7 +64,9 @@ class Reaper:
     def reap(self) -> int:
         """One pass over every private list; returns how many jobs were moved."""
         redis = self.wurk.redis
-        lease = max(self.config.reaper_interval * 2, 30.0)
+        # Short: a process killed while reaping must not block recovery for long. A pass that
+        # outlives its lease is still safe, since every move is one atomic LREM-guarded step.
+        lease = max(self.config.reaper_interval * 2, 1.0)
         if not redis.set(keys.REAPER_LOCK, self.identity, nx=True, px=int(lease * 1000)):
             return 0
         moved = 0

@@ -77,6 +77,7 @@ def test_sidekiq_64_reads_our_float_timestamps_as_now(
     start_python_worker()
     retried = Fail.perform_async(1)
     dead = Fail.set(retry=0).perform_async(2)
+    assert queued and scheduled and retried and dead
     wait_for(lambda: r.zcard("retry") == 1 and r.zcard("dead") == 1)
     ours = {jid: p for key in ("retry", "dead") for jid, (p, _) in members(r, key).items()}
 
@@ -154,7 +155,7 @@ def test_our_reader_takes_each_field_in_either_style(
     mixed = JobRecord(
         wire.dumps(
             {**vector(VECTOR_B), "created_at": 1767225600.25, "failed_at": 1767225601500, "retry_count": 0}
-        )
+        ).encode()
     )
     assert mixed.created_at == 1767225600.25 and mixed.failed_at == 1767225601.5
     assert mixed.enqueued_at == 1767225600.1251302
