@@ -9,14 +9,24 @@ tests and in production.
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
+import time
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from redis import exceptions as redis_exceptions
+
 from django_wurk import keys, wire
+from django_wurk.config import redact_url
 from django_wurk.wire import Payload
 
 if TYPE_CHECKING:
     from django_wurk.engine import Wurk
+
+logger = logging.getLogger("django_wurk.client")
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:
@@ -30,6 +40,14 @@ class Pusher(Protocol):
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
     ) -> None: ...
+
+
+class EnqueueError(redis_exceptions.ConnectionError):
+    """A push could not reach Redis (and no outage buffer took it)."""
+
+
+class ClientBufferFull(EnqueueError):
+    """The outage buffer is full: this push was refused, earlier buffered ones are kept."""
 
 
 class RedisPusher:
@@ -80,6 +98,88 @@ def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bo
             args=[keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), "" if at is None else repr(at)],
         )
     )
+
+
+class BufferedPusher:
+    """Says clearly when Redis is down, or, with ``CLIENT_BUFFER`` > 0, keeps the pushes.
+
+    Buffered payloads are replayed in order by a background thread once Redis answers;
+    while anything is buffered, new pushes join the end of the buffer so order holds. The
+    buffer is bounded: past ``CLIENT_BUFFER`` payloads a push raises ``ClientBufferFull``
+    (the caller decides), and nothing already buffered is dropped. It lives in process
+    memory: a process that exits during the outage loses what it buffered (use the outbox
+    for that), and a forked child starts with an empty buffer so nothing is pushed twice.
+    """
+
+    def __init__(self, wurk: Wurk, inner: Pusher) -> None:
+        self.wurk = wurk
+        self.inner = inner
+        self._backlog: deque[tuple[list[Payload], float | None]] = deque()
+        self._size = 0
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def buffered(self) -> int:
+        return self._size
+
+    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+        if os.getpid() != self._pid:
+            self._forked()
+        if not self._size:
+            try:
+                self.inner.push(payloads, at)
+                return
+            except (redis_exceptions.RedisError, OSError) as exc:
+                if not self.wurk.config.client_buffer:
+                    raise EnqueueError(
+                        f"could not push {len(payloads)} job(s) to Redis at "
+                        f"{redact_url(self.wurk.config.redis_url)}: {exc}"
+                    ) from exc
+                logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
+        self._buffer(list(payloads), at)
+
+    def _buffer(self, payloads: list[Payload], at: float | None) -> None:
+        limit = self.wurk.config.client_buffer
+        with self._lock:
+            if self._size + len(payloads) > limit:
+                raise ClientBufferFull(
+                    f"Redis at {redact_url(self.wurk.config.redis_url)} is unreachable and the outage "
+                    f"buffer is full ({self._size} of WURK['CLIENT_BUFFER'] = {limit}); this push was refused"
+                )
+            self._backlog.append((payloads, at))
+            self._size += len(payloads)
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True)
+                self._thread.start()
+
+    def _drain(self) -> None:
+        delay = 0.1
+        while True:
+            with self._lock:
+                if not self._backlog:
+                    return
+                payloads, at = self._backlog[0]
+            try:
+                self.inner.push(payloads, at)
+            except (redis_exceptions.RedisError, OSError):
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            delay = 0.1
+            with self._lock:
+                self._backlog.popleft()
+                self._size -= len(payloads)
+                if not self._backlog:
+                    logger.warning("Redis is reachable again; the buffered pushes were sent")
+
+    def _forked(self) -> None:
+        with self._lock:
+            self._backlog.clear()
+            self._size = 0
+            self._thread = None
+            self._pid = os.getpid()
 
 
 class Client:

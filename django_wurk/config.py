@@ -77,6 +77,8 @@ class Config:
     strict_args: bool = True
     #: Maximum backtrace lines kept when a job says ``backtrace: true``.
     backtrace_limit: int = 1000
+    #: Payloads a client keeps in memory while Redis is unreachable (0: raise at once).
+    client_buffer: int = 0
     #: ``reliable`` (default): a fetched job stays in a per-process list in Redis until it
     #: is finished, and jobs of a dead process are recovered. ``basic``: plain BRPOP.
     fetch: str = "reliable"
@@ -236,6 +238,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "push_retries",
         "max_recoveries",
         "processes",
+        "client_buffer",
     ):
         return _number(key, raw, int)
     if name in (
@@ -297,6 +300,7 @@ def _validate(c: Config) -> None:
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
         "PUSH_RETRIES": c.push_retries,
+        "CLIENT_BUFFER": c.client_buffer,
     }
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django_wurk import activejob, wire
-from django_wurk.client import Client, Pusher, RedisPusher
+from django_wurk.client import BufferedPusher, Client, Pusher, RedisPusher
 from django_wurk.config import Config
 from django_wurk.middleware import Chain
 from django_wurk.redis import Redis, Scripts, connect
@@ -45,7 +45,7 @@ class Wurk:
         self._scripts: Scripts | None = None
         self._lock = threading.RLock()
         self.client = Client(self)
-        self.pusher: Pusher = RedisPusher(self)
+        self.pusher: Pusher = BufferedPusher(self, RedisPusher(self))
 
     # Configuration -------------------------------------------------------------------
 

@@ -13,7 +13,8 @@ logger = logging.getLogger("django_wurk.redis")
 class Outage:
     """Shared by every loop of a process; the first failure logs, recovery logs once more."""
 
-    MAX_BACKOFF = 10.0
+    #: Short enough that work resumes within a couple of seconds of Redis coming back.
+    MAX_BACKOFF = 2.0
 
     def __init__(self, redis_url: str) -> None:
         self._url = redact_url(redis_url)
