@@ -131,3 +131,15 @@ def tracked(n: int, seconds: float = 0.0) -> None:
     while time.monotonic() < deadline:
         time.sleep(0.01)
     wurk.redis.rpush("seen:tracked", json.dumps(n))
+
+
+class SoakJob(Job):
+    """Fails about 1 % of first attempts; records every success by jid."""
+
+    wire_name = "SoakJob"
+    retry = 1
+
+    def perform(self, n: int) -> None:
+        if "retry_count" not in self.payload and int(self.jid[:6], 16) % 100 == 0:
+            raise RuntimeError(f"soak failure for job {n}")
+        wurk.redis.sadd("soak:done", self.jid)
