@@ -29,7 +29,9 @@ def children(r: Any, parent: int) -> dict[int, str]:
     return found
 
 
-def test_swarm_runs_replaces_rolls_and_stops(wurk: Wurk, r: Any, spawn_worker: Callable[..., Any]) -> None:
+def test_swarm_runs_replaces_rolls_and_stops(
+    wurk: Wurk, r: Any, spawn_worker: Callable[..., Any], tmp_path: Any
+) -> None:
     supervisor = spawn_worker("-P", "2", "-c", "2")
     first = wait_for(lambda: (c := children(r, supervisor.pid)) and len(c) == 2 and c, timeout=30)
     assert supervisor.pid not in first  # the supervisor runs no jobs and does not heartbeat
@@ -47,6 +49,11 @@ def test_swarm_runs_replaces_rolls_and_stops(wurk: Wurk, r: Any, spawn_worker: C
     current = children(r, supervisor.pid)
     supervisor.send_signal(signal.SIGTSTP)
     wait_for(lambda: all(r.hget(i, "quiet") == b"true" for i in current.values()), timeout=30)
+
+    # TTIN is forwarded: each worker dumps its threads to the (shared) log.
+    log = tmp_path / "worker-0.log"
+    supervisor.send_signal(signal.SIGTTIN)
+    wait_for(lambda: log.read_text().count("thread dump done") == 2, timeout=30)
 
     # USR1: a rolling restart replaces both workers.
     supervisor.send_signal(signal.SIGUSR1)
