@@ -556,3 +556,65 @@ class Stats:
             values = wurk.redis.mget([keys.daily_stat(kind, d) for d in dates])
             out[kind] = {d: int(v or 0) for d, v in zip(dates, values, strict=True)}
         return out
+
+
+#: The INFO fields Sidekiq's Web UI shows (and its ``/stats`` JSON reports).
+REDIS_INFO_FIELDS = (
+    "redis_version",
+    "uptime_in_days",
+    "connected_clients",
+    "used_memory_human",
+    "used_memory_peak_human",
+)
+
+
+def redis_info(wurk: Wurk = default_wurk) -> dict[str, Any]:
+    """The server's ``INFO``, with ``store_name``/``store_version`` saying Redis or Valkey.
+
+    A server that refuses INFO (some hosted ones rename it) gives only what is known: ``{}``
+    plus the store name ``"unknown"``; connection errors propagate.
+    """
+    import redis.exceptions
+
+    try:
+        info: dict[str, Any] = dict(wurk.redis.info())
+    except redis.exceptions.ResponseError:
+        info = {}
+    if "valkey_version" in info or info.get("server_name") == "valkey":
+        info["store_name"] = "valkey"
+        info["store_version"] = str(info.get("valkey_version", info.get("redis_version", "")))
+    elif "redis_version" in info:
+        info["store_name"] = "redis"
+        info["store_version"] = str(info["redis_version"])
+    else:
+        info["store_name"] = "unknown"
+        info["store_version"] = ""
+    return info
+
+
+@dataclass
+class QueueSummary:
+    name: str
+    size: int
+    #: Age in seconds of the oldest job (the next to run); 0.0 when empty.
+    latency: float
+    paused: bool
+
+
+def queue_summaries(wurk: Wurk = default_wurk) -> list[QueueSummary]:
+    """Every queue's size, latency and paused flag: one round trip after listing the queues."""
+    queues = Queue.all(wurk)
+    if not queues:
+        return []
+    pipe = wurk.redis.pipeline(transaction=False)
+    for q in queues:
+        pipe.llen(q.key)
+        pipe.lindex(q.key, -1)
+        pipe.sismember(keys.PAUSED, q.name)
+    replies = pipe.execute()
+    out = []
+    for i, q in enumerate(queues):
+        size, oldest, paused = replies[3 * i : 3 * i + 3]
+        latency = JobRecord(oldest, q.name).latency if oldest is not None else 0.0
+        out.append(QueueSummary(q.name, int(size), latency, bool(paused)))
+    return out

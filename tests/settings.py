@@ -15,6 +15,7 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "django_wurk",
     "tests.jobsapp",
 ]
@@ -55,6 +56,7 @@ TEMPLATES = [
     }
 ]
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+STATIC_URL = "/static/"
 WURK = {
     "REDIS_URL": os.environ.get("WURK_TEST_REDIS_URL", "redis://127.0.0.1:6379/15"),
     "QUEUES": ["default", "tasks"],

@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from django_wurk import keys
 from django_wurk.config import Config
-from django_wurk.redis import Redis, Scripts
+from django_wurk.redis import Line, Redis, Scripts
 
 logger = logging.getLogger("django_wurk.fetch")
 
@@ -98,21 +99,31 @@ class ReliableFetch:
         self.timeout = config.fetch_timeout
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
+        self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
+        self._lines = threading.local()
+
+    def _line(self) -> Line:
+        line: Line | None = getattr(self._lines, "line", None)
+        if line is None:
+            line = self._lines.line = Line(self.redis)
+        return line
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         order = self.order()
         script_keys: list[str] = []
         for name in order:
-            script_keys += (keys.queue(name), self.private[name])
+            script_keys += self._keys[name]
         ack: list[Any] = [self.private[previous.queue], previous.raw] if previous else ["", ""]
-        found = self.scripts.fetch(keys=script_keys, args=ack)
+        line = self._line()
+        found = line.evalsha("fetch", script_keys, ack)
         if found:
             key, raw = found
-            return UnitOfWork(queue=key.decode().removeprefix("queue:"), raw=raw)
+            return UnitOfWork(queue=key.decode()[6:], raw=raw)  # strip "queue:"
         # Every queue is empty: block on one of them until a job arrives. Threads take
         # different queues (by slot), so each queue has a waiter when concurrency allows.
         name = order[slot % len(order)]
-        raw = self.redis.blmove(keys.queue(name), self.private[name], self.timeout, "RIGHT", "LEFT")
+        queue_key, private = self._keys[name]
+        raw = line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
         return UnitOfWork(queue=name, raw=raw) if raw is not None else None
 
     def acknowledge(self, unit: UnitOfWork) -> None:

@@ -1,4 +1,8 @@
-"""The demo's jobs. django-wurk finds this module because ``demo`` is an installed app."""
+"""The demo's jobs. django-wurk finds this module because ``demo`` is an installed app.
+
+The nightly report is the shop's, in ``orders/jobs.py``; so are the jobs placing an order
+enqueues (a confirmation email and a flaky shipping API call).
+"""
 
 import logging
 import time
@@ -29,9 +33,3 @@ class Slow(Job):
 def flaky() -> None:
     """Always fails, so the retry set (and then the dead set) has something in it."""
     raise RuntimeError("demo failure: the 'flaky' job always raises, to show retries")
-
-
-@job(queue="reports")
-def nightly_report(day: str) -> None:
-    """Stands in for a report; the demo schedules it with ``perform_in``."""
-    logger.info("nightly report for %s: 0 problems found", day)

@@ -6,15 +6,14 @@ from collections.abc import Callable
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
+from orders.services import REPORT_DELAY, schedule_report
 
-from demo.jobs import Slow, flaky, nightly_report, quick
+from demo.jobs import Slow, flaky, quick
 
 logger = logging.getLogger(__name__)
 
 SLOW_SECONDS = 5
-REPORT_DELAY = 30
 BULK_COUNT = 100
 
 
@@ -39,7 +38,7 @@ def _enqueue_flaky() -> str:
 
 
 def _schedule_report() -> str:
-    jid = nightly_report.perform_in(REPORT_DELAY, timezone.localdate().isoformat())
+    jid = schedule_report(REPORT_DELAY)  # orders.jobs.nightly_report, on the "reports" queue
     return f"Scheduled the nightly report to run in {REPORT_DELAY} s ({_jid(jid)})."
 
 

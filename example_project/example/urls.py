@@ -3,5 +3,6 @@ from django.urls import include, path
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("orders/", include("orders.urls")),
     path("", include("demo.urls")),
 ]

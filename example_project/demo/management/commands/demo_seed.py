@@ -1,23 +1,31 @@
-"""Enqueue one of each demo job, so a freshly started worker has something to show."""
+"""Give a freshly started worker something to show: one of each demo job, and one order."""
 
 from typing import Any
 
 from django.core.management.base import BaseCommand
-from django.utils import timezone
+from orders.services import place_order, schedule_report
 
-from demo.jobs import Slow, flaky, nightly_report, quick
+from demo.jobs import Slow, flaky, quick
+
+REPORT_DELAY = 10
 
 
 class Command(BaseCommand):
-    help = "Enqueue one of each demo job (quick, slow, flaky, and the nightly report in 10 s)."
+    help = (
+        "Enqueue one of each demo job (quick, slow, flaky, and the nightly report in "
+        f"{REPORT_DELAY} s) and place an order, which enqueues its confirmation email and "
+        "shipping call when it commits."
+    )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        today = timezone.localdate().isoformat()
+        placed = place_order(customer_email="seed@example.com", item="Coffee beans (1 kg)", quantity=2)
         enqueued = [
             ("quick", quick.perform_async(0)),
             ("slow (2 s)", Slow.perform_async(2)),
             ("flaky (always fails)", flaky.perform_async()),
-            ("nightly_report (in 10 s)", nightly_report.perform_in(10, today)),
+            (f"nightly_report (in {REPORT_DELAY} s)", schedule_report(REPORT_DELAY)),
+            (f"send_confirmation_email (order #{placed.order.pk})", placed.email_jid),
+            (f"call_shipping_api (order #{placed.order.pk})", placed.shipping_jid),
         ]
         for name, jid in enqueued:
             self.stdout.write(f"seeded {name}: jid {jid or '(not pushed)'}")

@@ -1,0 +1,189 @@
+"""Who may see and do what, read-only mode, rendering, and what a page does when Redis is down.
+
+Every dashboard view goes through ``guard``:
+
+* the admin site's ``admin_view`` first: anonymous (and non-staff) users are sent to the
+  admin login, CSRF is enforced, and nothing is cached;
+* pages answer GET (and HEAD) only and need ``django_wurk.view_dashboard``;
+* actions answer POST only, need ``django_wurk.manage_jobs``, and are refused while
+  ``WURK["DASHBOARD_READ_ONLY"]`` is on (403 either way, never a silent no-op);
+* a Redis that cannot be reached gives a 503 page with a banner saying so (or a JSON body
+  for the stats endpoint), never a traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any, TypeAlias
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.shortcuts import render
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from django_wurk.config import ConfigError, redact_url
+from django_wurk.engine import wurk
+
+logger = logging.getLogger("django_wurk.dashboard")
+
+VIEW_PERMISSION = "django_wurk.view_dashboard"
+MANAGE_PERMISSION = "django_wurk.manage_jobs"
+#: Prefix of every dashboard URL name inside the admin namespace (``admin:<prefix><name>``).
+URL_PREFIX = "django_wurk_dashboard_"
+
+View: TypeAlias = Callable[..., HttpResponse]
+UNAVAILABLE = (RedisConnectionError, RedisTimeoutError)
+
+
+def url_name(name: str) -> str:
+    return f"{URL_PREFIX}{name}"
+
+
+def admin_url_name(name: str) -> str:
+    return f"admin:{URL_PREFIX}{name}"
+
+
+def can_view(user: Any) -> bool:
+    return bool(user.is_active and user.is_staff and user.has_perm(VIEW_PERMISSION))
+
+
+def can_manage(user: Any) -> bool:
+    return bool(user.is_active and user.is_staff and user.has_perm(MANAGE_PERMISSION))
+
+
+def read_only() -> bool:
+    return wurk.config.dashboard_read_only
+
+
+def render_page(
+    request: HttpRequest,
+    site: AdminSite,
+    template: str,
+    title: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    tab: str = "",
+    status: int = 200,
+    counts: bool = True,
+) -> HttpResponse:
+    """Render a dashboard template inside the admin (sidebar, header, theme) right away.
+
+    Rendering eagerly (not a lazy ``TemplateResponse``) keeps any Redis call a template
+    makes inside ``guard``, so an outage mid-render still becomes the 503 page.
+    """
+    from django_wurk.dashboard import nav
+
+    try:
+        readonly = read_only()
+    except ConfigError:
+        readonly = True
+    full = {
+        **site.each_context(request),
+        "title": title,
+        # Someone who may not see the dashboard does not get its tabs (or the set sizes on them).
+        "wurk_tabs": nav.tabs(tab, counts=counts, current_app=site.name) if can_view(request.user) else [],
+        "read_only": readonly,
+        "can_act": can_manage(request.user) and not readonly,
+        **(context or {}),
+    }
+    return render(request, template, full, status=status)
+
+
+def forbidden(request: HttpRequest, site: AdminSite, reason: str, tab: str = "") -> HttpResponse:
+    return render_page(
+        request,
+        site,
+        "django_wurk/dashboard/forbidden.html",
+        "Permission denied",
+        {"reason": reason},
+        tab=tab,
+        status=403,
+    )
+
+
+def unavailable(
+    request: HttpRequest, site: AdminSite, exc: BaseException, as_json: bool, tab: str = ""
+) -> HttpResponse:
+    """The 503 answer when Redis cannot be reached (or the configuration cannot be built)."""
+    if isinstance(exc, ConfigError):
+        headline = "The Wurk configuration is invalid."
+        where = ""
+    else:
+        headline = "Redis is unavailable."
+        try:
+            where = redact_url(wurk.config.redis_url)
+        except ConfigError:
+            where = ""
+    problem = str(exc)
+    logger.warning("dashboard: %s %s: %s %s", request.method, request.path, headline, problem)
+    if as_json:
+        return JsonResponse({"error": "redis_unavailable", "message": f"{headline} {problem}"}, status=503)
+    return render_page(
+        request,
+        site,
+        "django_wurk/dashboard/unavailable.html",
+        "Wurk is unavailable",
+        {"headline": headline, "problem": problem, "redis_url": where},
+        tab=tab,
+        status=503,
+        counts=False,
+    )
+
+
+def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = False, tab: str = "") -> View:
+    """Wrap a dashboard view: admin login, permission, method, read-only and outage handling.
+
+    The view is called as ``view(request, site, *args, **kwargs)``.
+    """
+
+    @wraps(view)
+    def inner(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request.current_app = site.name
+        active = tab or str(kwargs.get("kind", ""))  # the set pages share their views
+        try:
+            if action:
+                if request.method != "POST":
+                    return HttpResponseNotAllowed(["POST"])
+                if not can_manage(request.user):
+                    return forbidden(
+                        request,
+                        site,
+                        f"Changing jobs needs the permission “{MANAGE_PERMISSION}”.",
+                        active,
+                    )
+                if read_only():
+                    return forbidden(
+                        request,
+                        site,
+                        "The dashboard is read-only (WURK['DASHBOARD_READ_ONLY']): nothing can be changed.",
+                        active,
+                    )
+            else:
+                if request.method not in ("GET", "HEAD"):
+                    return HttpResponseNotAllowed(["GET", "HEAD"])
+                if not can_view(request.user):
+                    if as_json:
+                        return JsonResponse({"error": "forbidden"}, status=403)
+                    return forbidden(
+                        request, site, f"The Wurk dashboard needs the permission “{VIEW_PERMISSION}”.", active
+                    )
+            return view(request, site, *args, **kwargs)
+        except (*UNAVAILABLE, ConfigError) as exc:
+            return unavailable(request, site, exc, as_json, active)
+
+    return site.admin_view(inner)
+
+
+def notify(request: HttpRequest, level: int, text: str) -> None:
+    """A message on the next page (silently dropped where the messages app is not set up)."""
+    messages.add_message(request, level, text, fail_silently=True)
+
+
+def audit(request: HttpRequest, what: str) -> None:
+    """Log who changed what, for the operations log."""
+    user = getattr(request.user, "get_username", lambda: "?")()
+    logger.info("dashboard: %s %s", user, what)

@@ -1,0 +1,63 @@
+"""The dashboard's URLs, mounted by ``DashboardAdmin.get_urls()`` under the admin.
+
+With the admin at ``/admin/`` they live under ``/admin/django_wurk/dashboard/``; every name
+is ``admin:django_wurk_dashboard_<name>``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.urls import URLPattern, path, register_converter
+
+from django_wurk.dashboard.access import guard, url_name
+from django_wurk.dashboard.views import busy, metrics, overview, queues, sets
+
+
+class SetConverter:
+    """``scheduled``, ``retries`` or ``dead``."""
+
+    regex = "scheduled|retries|dead"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(SetConverter, "wurk_set")
+
+
+def urlpatterns(site: AdminSite) -> list[URLPattern]:
+    def page(view: Any, tab: str) -> Any:
+        return guard(site, view, tab=tab)
+
+    def action(view: Any, tab: str) -> Any:
+        return guard(site, view, action=True, tab=tab)
+
+    patterns = [
+        path("", page(overview.dashboard, "dashboard"), name=url_name("changelist")),
+        path("stats/", overview.stats_endpoint(site), name=url_name("stats")),
+        path("busy/", page(busy.busy, "busy"), name=url_name("busy")),
+        path("busy/signal/", action(busy.signal, "busy"), name=url_name("busy_signal")),
+        path("queues/", page(queues.index, "queues"), name=url_name("queues")),
+        # Actions name their queue in the form, so any queue name (even "a/b") has a page and actions.
+        path("queues/<path:name>/", page(queues.detail, "queues"), name=url_name("queue")),
+        path("queue-actions/delete/", action(queues.delete_job, "queues"), name=url_name("queue_delete")),
+        path("queue-actions/clear/", action(queues.clear, "queues"), name=url_name("queue_clear")),
+        path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
+        path("metrics/<path:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
+        # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"
+        # and "all" contain no "-", so they can never be an entry's key.
+        path("<wurk_set:kind>/bulk/", action(sets.bulk, ""), name=url_name("bulk")),
+        path("<wurk_set:kind>/all/", action(sets.all_action, ""), name=url_name("all")),
+        path("<wurk_set:kind>/<path:key>/", page(sets.detail, ""), name=url_name("entry")),
+    ]
+    # The three set listings also get a name each, so tabs and links can reverse them directly.
+    for slug in sets.KINDS:
+        patterns.append(
+            path(f"{slug}/", page(sets.listing, slug), {"kind": slug}, name=url_name(slug)),
+        )
+    return patterns

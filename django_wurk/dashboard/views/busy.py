@@ -1,0 +1,83 @@
+"""Busy: the processes and what each is running; quiet or stop one process or all."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
+
+from django_wurk import api, wire
+from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.engine import wurk
+
+ALL = "*"
+SIGNALS = {"quiet": "quieted", "stop": "told to stop"}
+
+
+def _embedded(process: api.Process) -> bool:
+    """Sidekiq 8 embedded processes ignore quiet and stop sent from a dashboard."""
+    return bool(process.info.get("embedded"))
+
+
+def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    processes = list(api.ProcessSet(wurk))
+    rows = [
+        {
+            "process": p,
+            "leader": p.leader,
+            "embedded": _embedded(p),
+            "labels": [str(label) for label in p.info.get("labels", []) or []],
+            "version": str(p.info.get("version", "")),
+        }
+        for p in processes
+    ]
+    jobs = [
+        {"job": j, "started": wire.read_stamp(j.run_at) if j.run_at else None}
+        for j in sorted(api.Workers(wurk), key=lambda j: (j.run_at, j.identity, j.tid))
+    ]
+    context = {
+        "rows": rows,
+        "jobs": jobs,
+        "total_threads": sum(p.concurrency for p in processes),
+        "total_busy": sum(p.busy for p in processes),
+        "total_rss": sum(p.rss for p in processes),
+        "all_value": ALL,
+    }
+    return render_page(request, site, "django_wurk/dashboard/busy.html", "Busy", context, tab="busy")
+
+
+def signal(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    back = HttpResponseRedirect(reverse(admin_url_name("busy"), current_app=site.name))
+    what = request.POST.get("signal", "")
+    identity = request.POST.get("identity", "")
+    if what not in SIGNALS or not identity:
+        notify(request, messages.ERROR, "Unknown request: choose Quiet or Stop for a process.")
+        return back
+    processes = list(api.ProcessSet(wurk))
+    if identity == ALL:
+        targets = [p for p in processes if not _embedded(p)]
+        if not targets:
+            notify(request, messages.WARNING, "There are no processes to signal.")
+            return back
+    else:
+        targets = [p for p in processes if p.identity == identity]
+        if not targets:
+            notify(request, messages.WARNING, f"Process {identity} is no longer running.")
+            return back
+        if _embedded(targets[0]):
+            notify(request, messages.WARNING, f"Process {identity} is embedded and cannot be signalled.")
+            return back
+    for p in targets:
+        if what == "quiet":
+            p.quiet()
+        else:
+            p.stop()
+    names = ", ".join(p.identity for p in targets)
+    audit(request, f"sent {what} to {names}")
+    if identity == ALL:
+        text = f"{len(targets)} process{'es' if len(targets) != 1 else ''} {SIGNALS[what]}."
+    else:
+        text = f"Process {identity} {SIGNALS[what]}."
+    notify(request, messages.SUCCESS, text + " It acts on its next heartbeat.")
+    return back

@@ -1,0 +1,15 @@
+from django import forms
+
+ITEMS = ["Coffee beans (1 kg)", "Espresso cups (set of 4)", "Milk frother", "Descaling tablets"]
+
+
+class OrderForm(forms.Form):
+    customer_email = forms.EmailField(label="Email", initial="ada@example.com")
+    item = forms.ChoiceField(choices=[(i, i) for i in ITEMS])
+    quantity = forms.IntegerField(min_value=1, max_value=99, initial=1)
+    fail_after_enqueue = forms.BooleanField(
+        required=False,
+        label="fail after enqueue",
+        help_text="Raise an error inside the transaction after the jobs were enqueued: "
+        "the order is rolled back and no job reaches Redis.",
+    )
