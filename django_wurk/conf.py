@@ -51,7 +51,7 @@ def _read(env: FileAwareMapping, key: str) -> str | None:
         value = env[key]
     except KeyError:
         return None
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(key.removeprefix(ENV_PREFIX), f"cannot read {key}_FILE: {exc}") from None
     text = str(value)
     # A secret file usually ends with a newline; that one is not part of the value.

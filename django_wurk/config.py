@@ -47,7 +47,8 @@ class QueueSpec:
 
 @dataclass(frozen=True)
 class Config:
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    #: Kept out of ``repr()``: it may hold a password (``redacted_redis_url`` is safe to show).
+    redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     #: Connections per process; defaults to concurrency + 5 (fetchers, poller, heartbeat).
     redis_pool_size: int | None = None
     redis_socket_timeout: float = 5.0
@@ -105,6 +106,10 @@ class Config:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    @property
+    def redacted_redis_url(self) -> str:
+        return redact_url(self.redis_url)
 
     @property
     def pool_size(self) -> int:
@@ -179,20 +184,24 @@ def parse_queue(setting: str, value: Any) -> QueueSpec:
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password replaced, safe for logs and error messages."""
+    """The URL with any password replaced (in the authority or as ``?password=``), safe for logs."""
     try:
         parts = urlsplit(url)
     except ValueError:
         return "<unparseable redis url>"
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if ":" in host:  # an IPv6 address keeps its brackets
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    netloc = parts.netloc
+    if parts.password is not None:
+        user = parts.username or ""
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        if parts.port:
+            host = f"{host}:{parts.port}"
+        netloc = f"{user}:***@{host}"
+    query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
+    if netloc == parts.netloc and query == parts.query:
+        return url  # nothing secret (and urlunsplit would drop the "//" of unix:///path)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 _TRUE = {"1", "true", "yes", "on"}

@@ -135,6 +135,9 @@ class Relay:
                 relayed = relay_once(self.wurk, self.alias)
                 if relayed:
                     logger.info("outbox relay pushed %d job(s) left behind", relayed)
+            except RedisError as exc:
+                # An outage: the rows wait; the workers' own loops already report it.
+                logger.debug("outbox relay: Redis unavailable (%s)", exc)
             except Exception as exc:
                 logger.exception("outbox relay failed")
                 self.wurk.report_error(exc, {"context": "outbox relay"})

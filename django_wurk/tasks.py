@@ -22,6 +22,7 @@ backend ``OPTIONS`` defaults in upper case.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
@@ -32,6 +33,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from django.core import checks
+from django.db import transaction
 
 if TYPE_CHECKING:  # checked against Django 6's API, which the backport mirrors
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -57,6 +59,7 @@ from django_wurk import keys, wire
 from django_wurk.engine import wurk
 from django_wurk.job import Job, Setter
 from django_wurk.registry import registry
+from django_wurk.transaction import active_alias
 from django_wurk.wire import Payload
 
 SIDEKIQ_OPTIONS = ("retry", "retry_for", "retry_queue", "dead", "backtrace", "tags")
@@ -111,17 +114,25 @@ def _parse(value: bytes | None) -> datetime | None:
     return datetime.fromisoformat(value.decode()) if value else None
 
 
+#: A run still READY or RUNNING keeps its record at least this long: 25 retries span about
+#: 20 days, and a record that expired between two attempts would lose the task's identity.
+PENDING_TTL = 30 * 24 * 3600
+FINISHED = frozenset({"SUCCESSFUL", "FAILED"})
+
+
 class ResultStore:
-    """Task results in Redis: one hash per run, refreshed TTL on every write."""
+    """Task results in Redis: one hash per run. ``RESULT_TTL`` counts from when a run
+    finishes; until then the record lives at least ``PENDING_TTL``."""
 
     def __init__(self, ttl: int) -> None:
         self.ttl = ttl
 
     def write(self, jid: str, **fields: Any) -> None:
         key = keys.task_result(jid)
+        finished = fields.get("status") in FINISHED
         pipe = wurk.redis.pipeline(transaction=True)
         pipe.hset(key, mapping={k: v if isinstance(v, str) else json.dumps(v) for k, v in fields.items()})
-        pipe.expire(key, self.ttl)
+        pipe.expire(key, self.ttl if finished else max(self.ttl, PENDING_TTL))
         pipe.execute()
 
     def append(self, jid: str, field: str, item: Any, **fields: Any) -> None:
@@ -233,15 +244,31 @@ class WurkBackend(BaseTaskBackend):
         if kwargs:
             wire.check_json_native(dict(kwargs), "kwargs")
             payload["kwargs"] = dict(kwargs)
-        payload["jid"] = wire.new_jid()
+        jid = payload["jid"] = wire.new_jid()
         enqueued = _now()
-        self.store.write(payload["jid"], status=TaskResultStatus.READY.value, enqueued_at=_iso(enqueued),
-                         task=task.module_path, args=list(args), kwargs=dict(kwargs))  # fmt: skip
-        at = task.run_after.timestamp() if task.run_after is not None else None
-        wurk.client.push(
-            payload, at=at if at and at > enqueued.timestamp() else None, delivery=setter.delivery
+        record = {
+            "status": TaskResultStatus.READY.value,
+            "enqueued_at": _iso(enqueued),
+            "task": task.module_path,
+            "args": list(args),
+            "kwargs": dict(kwargs),
+        }
+        alias = (
+            active_alias(wurk.config.database)
+            if self.on_commit and wurk.config.enqueue != "immediate"
+            else None
         )
-        result = build_result(task, payload["jid"], self.store.read(payload["jid"]))
+        if alias is not None:
+            # The record follows the push: written at commit (just before it), never on rollback.
+            transaction.on_commit(functools.partial(self.store.write, jid, **record), using=alias)
+        else:
+            self.store.write(jid, **record)
+        at = task.run_after.timestamp() if task.run_after is not None else None
+        due = at if at and at > enqueued.timestamp() else None
+        wurk.client.push(payload, at=due, delivery=setter.delivery)
+        # Built from what was written, not read back: a fast worker may already have moved on.
+        result = build_result(task, jid, {k: v.encode() if isinstance(v, str) else json.dumps(v).encode()
+                                          for k, v in record.items()})  # fmt: skip
         task_enqueued.send(sender=type(self), task_result=result)
         return result
 

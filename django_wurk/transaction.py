@@ -45,20 +45,25 @@ def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     return preferred if preferred in open_aliases else open_aliases[0]
 
 
+Failed = tuple[list[Payload], float | None, BaseException]
+
+
 class PushRetrier:
     """Retries pushes that failed after their commit, off the request thread, with back-off."""
 
     def __init__(self, wurk: Wurk, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
-        self._queue: queue.SimpleQueue[tuple[list[Payload], float | None]] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[tuple[list[Payload], float | None, BaseException]] = (
+            queue.SimpleQueue()
+        )
         self._thread: threading.Thread | None = None
         self._pid = 0
         self._lock = threading.Lock()
 
-    def submit(self, payloads: list[Payload], at: float | None) -> None:
+    def submit(self, payloads: list[Payload], at: float | None, error: BaseException) -> None:
         self._ensure_thread()
-        self._queue.put((payloads, at))
+        self._queue.put((payloads, at, error))
 
     def _ensure_thread(self) -> None:
         import os
@@ -72,12 +77,12 @@ class PushRetrier:
 
     def _run(self) -> None:
         while True:
-            payloads, at = self._queue.get()
-            self._retry(payloads, at)
+            payloads, at, error = self._queue.get()
+            self._retry(payloads, at, error)
 
-    def _retry(self, payloads: list[Payload], at: float | None) -> None:
+    def _retry(self, payloads: list[Payload], at: float | None, error: BaseException) -> None:
+        """``error`` is what made the first push fail; each failed retry replaces it."""
         attempts = self.wurk.config.push_retries
-        error: BaseException | None = None
         for attempt in range(1, attempts + 1):
             time.sleep(min(0.5 * 2 ** (attempt - 1), 30.0))
             try:
@@ -134,7 +139,7 @@ class TransactionAwarePusher:
                 len(payloads),
                 exc,
             )
-            self.retrier.submit(payloads, at)
+            self.retrier.submit(payloads, at, exc)
 
 
 def install(wurk: Wurk) -> None:

@@ -439,3 +439,17 @@ def test_deploy_check_leaves_a_bad_config_to_the_settings_check() -> None:
     with override_settings(WURK={"CONCURRENCY": "abc"}):
         ids = [m.id for m in run_checks(tags=["wurk"], include_deployment_checks=True)]
     assert ids == ["django_wurk.E001"]
+
+
+def test_redaction_covers_query_string_passwords_and_repr() -> None:
+    assert redact_url("redis://h:6379/0?password=hunter2&db=1") == "redis://h:6379/0?password=***&db=1"
+    assert "hunter2" not in repr(Config(redis_url="redis://:hunter2@h:6379/0"))
+    assert Config(redis_url="redis://:hunter2@h:6379/0").redacted_redis_url == "redis://:***@h:6379/0"
+
+
+def test_a_secret_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    bad = tmp_path / "url"
+    bad.write_bytes(b"redis://\xff\xfe")
+    with pytest.raises(ConfigError) as err:
+        environment_values({"WURK_REDIS_URL_FILE": str(bad)})
+    assert err.value.setting == "REDIS_URL" and "cannot read WURK_REDIS_URL_FILE" in str(err.value)

@@ -54,6 +54,7 @@ def test_a_task_runs_and_its_result_comes_back(wurk: Wurk, r: Any, worker: Launc
     assert result.status == TaskResultStatus.SUCCESSFUL
     assert result.return_value == 50
     assert result.args == [2, 3] and result.kwargs == {"scale": 10}
+    assert 0 < r.ttl(f"wurk-task-result:{result.id}") <= 3600  # RESULT_TTL from OPTIONS, once finished
     assert result.attempts == 1 and result.worker_ids[0].endswith(f":{__import__('os').getpid()}")
     assert result.enqueued_at <= result.started_at <= result.finished_at
     fetched = tasks.add.get_result(result.id)
@@ -65,7 +66,8 @@ def test_the_payload_is_a_sidekiq_job_named_after_the_task(wurk: Wurk, r: Any) -
     [payload] = [json.loads(x) for x in r.lrange("queue:default", 0, -1)]
     assert payload["class"] == "tests.jobsapp.tasks.add" and payload["jid"] == result.id
     assert payload["args"] == [1, 2] and payload["kwargs"] == {"scale": 3}
-    assert 0 < r.ttl(f"wurk-task-result:{result.id}") <= 3600  # RESULT_TTL from OPTIONS
+    # Until the run finishes its record outlives any retry schedule; RESULT_TTL counts from the end.
+    assert r.ttl(f"wurk-task-result:{result.id}") > 29 * 24 * 3600
 
 
 def test_retries_fill_errors_and_attempts_then_failed(wurk: Wurk, r: Any, worker: Launcher) -> None:
@@ -149,9 +151,12 @@ def test_enqueue_inside_a_transaction_waits_for_the_commit(wurk: Wurk, r: Any) -
         assert r.llen("queue:default") == 0
     assert json.loads(r.lindex("queue:default", 0))["jid"] == result.id
     with pytest.raises(RuntimeError), transaction.atomic():
-        tasks.record_task.enqueue("rolled back")
+        gone = tasks.record_task.enqueue("rolled back")
         raise RuntimeError("rollback")
     assert r.llen("queue:default") == 1
+    assert tasks.record_task.get_result(result.id).status == TaskResultStatus.READY
+    with pytest.raises(TaskResultDoesNotExist):  # no result record is left behind by a rollback
+        tasks.record_task.get_result(gone.id)
 
 
 def test_check_reports_queues_no_worker_listens_to(wurk: Wurk, settings: Any) -> None:

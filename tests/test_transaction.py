@@ -256,3 +256,22 @@ with transaction.atomic():
         _, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
     assert "outbox relay pushed 1 job(s) left behind" in err
+
+
+def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config: Config) -> None:
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=0, redis_socket_timeout=0.5))
+    failures: list[dict[str, Any]] = []
+    done = threading.Event()
+
+    def receiver(sender: Any, **kwargs: Any) -> None:
+        failures.append(kwargs)
+        done.set()
+
+    push_failed.connect(receiver)
+    try:
+        with transaction.atomic():
+            jobs.echo.perform_async("no retries")
+        assert done.wait(20)
+    finally:
+        push_failed.disconnect(receiver)
+    assert "127.0.0.1:1" in str(failures[0]["error"])  # the push's own error, not None
