@@ -60,18 +60,12 @@ class Line:
     def __init__(self, client: Redis) -> None:
         self._pool = client.connection_pool
         self._conn: Any = None
-        self._pid = 0
-
-    def _connection(self) -> Any:
-        import os
-
-        if self._conn is None or self._pid != os.getpid():
-            self._conn = self._pool.get_connection()
-            self._pid = os.getpid()
-        return self._conn
 
     def call(self, *args: Any) -> Any:
-        conn = self._connection()
+        # A Line belongs to one thread of one process (fetchers are built after any fork).
+        conn = self._conn
+        if conn is None:
+            conn = self._conn = self._pool.get_connection()
         if conn._sock is not None:
             # What the pool checks at every checkout: a socket with something to read while
             # idle was closed by the server (a restart, an idle timeout). Reconnect before

@@ -30,3 +30,20 @@ def test_connections_are_checked_before_and_after_each_job(wurk: Wurk) -> None:
     finally:
         del connection.close_if_unusable_or_obsolete
     assert events == ["check", "job", "check", "check", "check"]  # a failing job is checked after too
+
+
+def test_a_thread_that_never_used_the_database_skips_the_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk over every database costs a fifth of a no-op job; jobs without a DB skip it."""
+    import threading
+
+    from django_wurk import db
+
+    calls: list[int] = []
+    monkeypatch.setattr(db, "close_old_connections", lambda: calls.append(1))
+    ran: list[bool] = []
+    thread = threading.Thread(
+        target=lambda: CloseOldConnections()(object(), {}, "q", lambda: ran.append(True))
+    )
+    thread.start()
+    thread.join()
+    assert ran == [True] and calls == []

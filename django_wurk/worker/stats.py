@@ -43,11 +43,11 @@ class Stats:
         self._lock = threading.Lock()
         self.processed = 0
         self.failed = 0
-        # (minute, class) -> metrics; the minute is a UTC datetime truncated to the minute.
-        self._metrics: dict[tuple[datetime, str], ClassMetrics] = {}
+        # (minute, class) -> metrics; the minute is whole epoch minutes (a datetime only at flush).
+        self._metrics: dict[tuple[int, str], ClassMetrics] = {}
 
     def record(self, job_class: str, elapsed_ms: float, failed: bool, at: float) -> None:
-        minute = datetime.fromtimestamp(at, UTC).replace(second=0, microsecond=0)
+        minute = int(at // 60)
         with self._lock:
             self.processed += 1
             m = self._metrics.get((minute, job_class))
@@ -61,7 +61,7 @@ class Stats:
                 m.ms += int(elapsed_ms)
                 m.buckets[histogram_bucket(elapsed_ms)] += 1
 
-    def drain(self) -> tuple[int, int, dict[tuple[datetime, str], ClassMetrics]]:
+    def drain(self) -> tuple[int, int, dict[tuple[int, str], ClassMetrics]]:
         with self._lock:
             totals = (self.processed, self.failed, self._metrics)
             self.processed = 0
@@ -69,7 +69,7 @@ class Stats:
             self._metrics = {}
         return totals
 
-    def restore(self, processed: int, failed: int, metrics: dict[tuple[datetime, str], ClassMetrics]) -> None:
+    def restore(self, processed: int, failed: int, metrics: dict[tuple[int, str], ClassMetrics]) -> None:
         """Put counts back after a failed flush, so an outage delays stats instead of losing them."""
         with self._lock:
             self.processed += processed
@@ -83,9 +83,7 @@ class Stats:
                     cur.buckets[b] += n
 
 
-def queue_flush(
-    pipe: Any, processed: int, failed: int, metrics: dict[tuple[datetime, str], ClassMetrics]
-) -> None:
+def queue_flush(pipe: Any, processed: int, failed: int, metrics: dict[tuple[int, str], ClassMetrics]) -> None:
     """Add the flush commands for drained counts to a pipeline."""
     today = datetime.now(UTC).date().isoformat()
     if processed:
@@ -97,7 +95,8 @@ def queue_flush(
         pipe.incrby(keys.daily_stat("failed", today), failed)
         pipe.expire(keys.daily_stat("failed", today), keys.DAILY_STAT_TTL)
     touched: dict[str, int] = {}
-    for (minute, job_class), m in metrics.items():
+    for (epoch_minute, job_class), m in metrics.items():
+        minute = datetime.fromtimestamp(epoch_minute * 60, UTC)
         for key, ttl in ((keys.metrics_minute(minute), keys.METRICS_MINUTE_TTL),
                          (keys.metrics_rollup(minute), keys.METRICS_ROLLUP_TTL)):  # fmt: skip
             pipe.hincrby(key, f"{job_class}|p", m.processed)
