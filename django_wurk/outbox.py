@@ -112,11 +112,16 @@ def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
 
 
 class Relay:
-    """The thread a worker runs in outbox mode: relay leftovers every few seconds."""
+    """The thread a worker runs in outbox mode: relay leftovers of every database.
 
-    def __init__(self, wurk: Wurk, alias: str) -> None:
+    A push with ``set(using=...)`` writes its row in that database, so each alias is
+    relayed. An alias whose database has no outbox table (never migrated there) is
+    skipped from then on, with one log line.
+    """
+
+    def __init__(self, wurk: Wurk, aliases: list[str]) -> None:
         self.wurk = wurk
-        self.alias = alias
+        self.aliases = list(aliases)
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, name="wurk-outbox-relay", daemon=True)
 
@@ -132,9 +137,7 @@ class Relay:
 
         while not self.stopping.wait(self.wurk.config.outbox_relay_interval):
             try:
-                relayed = relay_once(self.wurk, self.alias)
-                if relayed:
-                    logger.info("outbox relay pushed %d job(s) left behind", relayed)
+                self.relay_all()
             except RedisError as exc:
                 # An outage: the rows wait; the workers' own loops already report it.
                 logger.debug("outbox relay: Redis unavailable (%s)", exc)
@@ -143,3 +146,19 @@ class Relay:
                 self.wurk.report_error(exc, {"context": "outbox relay"})
             finally:
                 close_old_connections()
+
+    def relay_all(self) -> int:
+        total = 0
+        for alias in list(self.aliases):
+            try:
+                relayed = relay_once(self.wurk, alias)
+            except DatabaseError as exc:
+                if alias in self.aliases and "django_wurk_outbox" in str(exc):
+                    logger.info("outbox relay: database %r has no outbox table; not relaying it", alias)
+                    self.aliases.remove(alias)
+                    continue
+                raise
+            if relayed:
+                logger.info("outbox relay pushed %d job(s) left behind in database %r", relayed, alias)
+            total += relayed
+        return total

@@ -255,7 +255,7 @@ with transaction.atomic():
         worker.terminate()
         _, err = worker.communicate(timeout=30)
     assert worker.returncode == 0, err
-    assert "outbox relay pushed 1 job(s) left behind" in err
+    assert "outbox relay pushed 1 job(s) left behind in database 'default'" in err
 
 
 def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config: Config) -> None:
@@ -275,3 +275,16 @@ def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config:
     finally:
         push_failed.disconnect(receiver)
     assert "127.0.0.1:1" in str(failures[0]["error"])  # the push's own error, not None
+
+
+def test_the_relay_covers_every_database(outbox: Wurk, test_config: Config) -> None:
+    from django_wurk.outbox import Relay
+
+    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    with transaction.atomic(using="other"):
+        on_other = jobs.echo.set(using="other").perform_async("other db")
+    with transaction.atomic():
+        on_default = jobs.echo.perform_async("default db")
+    outbox.configure(test_config.replace(enqueue="outbox"))
+    assert Relay(outbox, ["default", "other"]).relay_all() == 2
+    assert sorted(queued_jids(outbox.redis)) == sorted([on_other, on_default])

@@ -121,10 +121,14 @@ class Command(BaseCommand):
         launcher = Launcher(wurk)
         relay = None
         if wurk.config.enqueue == "outbox":
+            # Every worker relays outbox rows left behind by a crash or a Redis outage.
+            from django.conf import settings
+
             from django_wurk.outbox import Relay
 
-            # Every worker relays outbox rows left behind by a crash or a Redis outage.
-            relay = Relay(wurk, wurk.config.database)
+            relay = Relay(
+                wurk, [wurk.config.database, *(a for a in settings.DATABASES if a != wurk.config.database)]
+            )
             relay.start()
         try:
             if threading.current_thread() is threading.main_thread():
