@@ -15,14 +15,12 @@ goes to the dead set with an ``error_class`` of ``WorkerDied`` saying why.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import TYPE_CHECKING
 
-from redis.exceptions import RedisError
-
 from django_wurk import keys, wire
 from django_wurk.worker.fetch import UnitOfWork, seconds_since
+from django_wurk.worker.loop import Loop
 from django_wurk.worker.outage import Outage
 from django_wurk.worker.processor import invalid_payload_envelope
 
@@ -34,32 +32,18 @@ logger = logging.getLogger("django_wurk.reaper")
 RELEASE_LEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
-class Reaper:
+class Reaper(Loop):
+    name = "reaper"
+
     def __init__(self, wurk: Wurk, identity: str, outage: Outage) -> None:
-        self.wurk = wurk
-        self.config = wurk.config
+        super().__init__(wurk, outage)
         self.identity = identity
-        self.outage = outage
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, name="wurk-reaper", daemon=True)
 
-    def start(self) -> None:
-        self.thread.start()
+    def tick(self) -> None:
+        self.reap()
 
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(5)
-
-    def run(self) -> None:
-        while not self.stopping.wait(self.config.reaper_interval):
-            try:
-                self.reap()
-                self.outage.recovered()
-            except RedisError as exc:
-                self.outage.failed(exc)
-            except Exception as exc:
-                logger.exception("reaper failed")
-                self.wurk.report_error(exc, {"context": "reaper"})
+    def interval(self) -> float:
+        return self.config.reaper_interval
 
     def reap(self) -> int:
         """One pass over every private list; returns how many jobs were moved."""

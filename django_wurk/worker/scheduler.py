@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import random
-import threading
 import time
 from typing import TYPE_CHECKING
 
@@ -22,12 +21,12 @@ from redis.exceptions import RedisError
 
 from django_wurk import keys, wire
 from django_wurk.worker.fetch import UnitOfWork
-from django_wurk.worker.outage import Outage
+from django_wurk.worker.loop import Loop
 from django_wurk.worker.processor import invalid_payload_envelope
 from django_wurk.worker.retry import bury
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    pass
 
 logger = logging.getLogger("django_wurk.scheduler")
 
@@ -37,36 +36,16 @@ BATCH = 100
 INITIAL_WAIT = 10.0
 
 
-class Poller:
+class Poller(Loop):
+    name = "poller"
     SETS = (keys.RETRY, keys.SCHEDULE)
 
-    def __init__(self, wurk: Wurk, outage: Outage) -> None:
-        self.wurk = wurk
-        self.config = wurk.config
-        self.outage = outage
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.run, name="wurk-poller", daemon=True)
+    def tick(self) -> None:
+        self.enqueue_due()
+        self.cleanup_processes()
 
-    def start(self) -> None:
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.thread.join(5)
-
-    def run(self) -> None:
-        self.stopping.wait(self.initial_wait())
-        while not self.stopping.is_set():
-            try:
-                self.enqueue_due()
-                self.cleanup_processes()
-                self.outage.recovered()
-            except RedisError as exc:
-                self.outage.failed(exc)
-            except Exception as exc:
-                logger.exception("scheduled-set poll failed")
-                self.wurk.report_error(exc, {"context": "scheduled-set poll"})
-            self.stopping.wait(self.random_interval())
+    def interval(self) -> float:
+        return self.random_interval()
 
     def enqueue_due(self, now: float | None = None) -> int:
         """Promote every entry due at ``now``; returns how many were pushed."""

@@ -28,6 +28,8 @@ from types import FrameType
 logger = logging.getLogger("django_wurk.swarm")
 
 FORWARDED = {"TSTP": signal.SIGTSTP, "TTIN": signal.SIGTTIN}
+#: Signals the supervisor acts on; a child resets them to the default before it runs.
+SUPERVISED = (signal.SIGTERM, signal.SIGINT, signal.SIGTSTP, signal.SIGTTIN, signal.SIGUSR1, signal.SIGCHLD)
 
 
 @dataclass
