@@ -60,7 +60,7 @@ class RedisPusher:
         if not payloads:
             return
         style = self.wurk.config.timestamps
-        pipe = self.wurk.redis.pipeline(transaction=False)
+        commands: list[tuple[Any, ...]] = []
         if at is None:
             # One enqueued_at for the whole group, as Sidekiq stamps a bulk push.
             stamp = wire.now_stamp(style)
@@ -69,15 +69,46 @@ class RedisPusher:
                 payload["enqueued_at"] = stamp
                 by_queue.setdefault(payload["queue"], []).append(wire.dumps(payload))
             for queue, entries in by_queue.items():
-                pipe.sadd(keys.QUEUES, queue)
-                pipe.lpush(keys.queue(queue), *entries)
+                commands.append(("SADD", keys.QUEUES, queue))
+                commands.append(("LPUSH", keys.queue(queue), *entries))
         else:
-            entries_at: dict[str | bytes, float] = {}
+            score = repr(at)
+            members: list[Any] = []
             for payload in payloads:
                 payload.pop("enqueued_at", None)
-                entries_at[wire.dumps(payload)] = at
-            pipe.zadd(keys.SCHEDULE, entries_at)
-        pipe.execute()
+                members += (score, wire.dumps(payload))
+            commands.append(("ZADD", keys.SCHEDULE, *members))
+        send_pipelined(self.wurk.redis, commands)
+
+
+def send_pipelined(redis: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
+    """Send commands in one write on one pooled connection and read every reply.
+
+    What a redis-py pipeline does, without its per-call objects and retry wrapper: a push
+    is one round trip, and its client-side cost matters for enqueue-heavy web requests.
+    The pool's checkout already replaces a connection the server closed. Raises the first
+    error reply after reading them all, so the connection stays in step.
+    """
+    pool = redis.connection_pool
+    conn = pool.get_connection()
+    try:
+        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+        replies = []
+        error: Exception | None = None
+        for _ in commands:
+            try:
+                replies.append(conn.read_response())
+            except redis_exceptions.ResponseError as exc:
+                error = error or exc
+                replies.append(exc)
+        if error is not None:
+            raise error
+        return replies
+    except (redis_exceptions.ConnectionError, redis_exceptions.TimeoutError, OSError):
+        conn.disconnect()
+        raise
+    finally:
+        pool.release(conn)
 
 
 def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bool:
@@ -186,16 +217,17 @@ class Client:
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 
-    def prepare(self, payload: Payload) -> Payload | None:
+    def prepare(self, payload: Payload, created_at: float | int | None = None) -> Payload | None:
         """Give the payload its jid and creation time, then run the client middleware."""
         payload = dict(payload)
         if not payload.get("jid"):
             payload["jid"] = wire.new_jid()
         if "created_at" not in payload:
-            payload["created_at"] = wire.now_stamp(self.wurk.config.timestamps)
-        result: Payload | None = self.wurk.client_middleware.invoke(
-            lambda: payload, payload["class"], payload, payload["queue"]
-        )
+            payload["created_at"] = created_at or wire.now_stamp(self.wurk.config.timestamps)
+        chain = self.wurk.client_middleware
+        if not len(chain):
+            return payload
+        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, payload["queue"])
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
@@ -238,8 +270,10 @@ class Client:
         jids: list[str | None] = []
         for start in range(0, len(payloads), batch_size):
             ready: list[Payload] = []
+            # One creation time per batch, as Sidekiq's push_bulk stamps it.
+            created_at = wire.now_stamp(self.wurk.config.timestamps)
             for payload in payloads[start : start + batch_size]:
-                prepared = self.prepare(payload)
+                prepared = self.prepare(payload, created_at)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)

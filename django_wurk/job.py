@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from django_wurk.config import QUEUE_NAME
+from django_wurk.engine import wurk
 from django_wurk.registry import registry
 from django_wurk.wire import Payload, check_json_native
 
@@ -175,24 +176,25 @@ class Setter:
         self.job_class = job_class
         where = f"{job_class.wire_name}.set()"
         self.options = {**job_class._defaults, **validate_options(options or {}, where)}
+        # Everything before "args" is the same for every push through this setter.
+        head: Payload = {
+            "retry": self.options.get("retry", True),
+            "queue": self.options.get("queue", "default"),
+        }
+        for key, value in self.options.items():
+            if key not in ("retry", "queue") and key not in DELIVERY_OPTIONS:
+                head[key] = value
+        self._head = head
 
     def set(self, **options: Any) -> Setter:
         return Setter(self.job_class, {**self.options, **options})
 
     def payload(self, args: Sequence[Any]) -> Payload:
         """The payload this setter would push, before the client adds jid and times."""
-        from django_wurk.engine import wurk
-
         args = list(args)
         if wurk.config.strict_args:
             check_json_native(args, "args")
-        payload: Payload = {
-            "retry": self.options.get("retry", True),
-            "queue": self.options.get("queue", "default"),
-        }
-        for key, value in self.options.items():
-            if key not in ("retry", "queue") and key not in DELIVERY_OPTIONS:
-                payload[key] = value
+        payload: Payload = dict(self._head)
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
         if self.job_class.activejob:
@@ -206,8 +208,6 @@ class Setter:
         return {k: v for k, v in self.options.items() if k in DELIVERY_OPTIONS}
 
     def perform_async(self, *args: Any) -> str | None:
-        from django_wurk.engine import wurk
-
         return wurk.client.push(self.payload(args), delivery=self.delivery)
 
     def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
@@ -225,27 +225,24 @@ class Setter:
         return self.perform_in(when, *args)
 
     def _push_at(self, at: float, args: Sequence[Any]) -> str | None:
-        from django_wurk.engine import wurk
-
         # Sidekiq pushes a job that is already due straight onto its queue.
         return wurk.client.push(
             self.payload(args), at=at if at > time.time() else None, delivery=self.delivery
         )
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
-        from django_wurk.engine import wurk
-
         payloads = []
         for i, args in enumerate(args_list):
-            if isinstance(args, (str, bytes)) or not isinstance(args, Sequence):
+            # type() first: isinstance() against the Sequence ABC is slow, and this runs per job.
+            if type(args) not in (list, tuple) and (
+                isinstance(args, (str, bytes)) or not isinstance(args, Sequence)
+            ):
                 raise TypeError(f"perform_bulk item {i} must be a list or tuple of arguments, got {args!r}")
             payloads.append(self.payload(args))
         return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self.delivery)
 
     def perform_inline(self, *args: Any) -> Any:
         """Run now, in this thread, through both middleware chains and a JSON round trip."""
-        from django_wurk.engine import wurk
-
         return wurk.run_inline(self.payload(args))
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from redis.exceptions import RedisError
 
+from django_wurk import db
 from django_wurk.client import NO_DELIVERY, Delivery, Pusher
 from django_wurk.engine import Wurk
 from django_wurk.signals import push_failed
@@ -39,6 +40,8 @@ logger = logging.getLogger("django_wurk.transaction")
 
 def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     """The alias whose atomic block is open (``preferred`` first), or None outside transactions."""
+    if not getattr(db._thread, "has_connections", False):
+        return None  # this thread never opened a connection, so no transaction is open
     open_aliases = [c.alias for c in connections.all(initialized_only=True) if c.in_atomic_block]
     if not open_aliases:
         return None
