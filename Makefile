@@ -4,6 +4,7 @@
 VENV ?= .venv
 PYTHON ?= python3
 PYTEST_ARGS ?=
+BENCH_ARGS ?=
 
 BIN := $(VENV)/bin
 # Touched after a successful install; pip runs again whenever pyproject.toml is newer.
@@ -17,7 +18,7 @@ help:
 	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
-	@echo "make bench      quick throughput figures (drain and enqueue rates) on an embedded Valkey"
+	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 
@@ -46,7 +47,7 @@ run: venv
 	$(BIN)/python example_project/run.py
 
 bench: venv
-	$(BIN)/python bench/quick.py $(BENCH_ARGS)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output

@@ -148,16 +148,15 @@ class BufferedPusher:
         self._backlog: deque[tuple[list[Payload], float | None]] = deque()
         self._size = 0
         self._lock = threading.Lock()
-        self._pid = os.getpid()
         self._thread: threading.Thread | None = None
+        # A forked child starts with an empty buffer (its parent keeps pushing its own).
+        os.register_at_fork(after_in_child=self._forked)
 
     @property
     def buffered(self) -> int:
         return self._size
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
-        if os.getpid() != self._pid:
-            self._forked()
         if not self._size:
             try:
                 self.inner.push(payloads, at)
@@ -206,11 +205,11 @@ class BufferedPusher:
                     logger.warning("Redis is reachable again; the buffered pushes were sent")
 
     def _forked(self) -> None:
-        with self._lock:
-            self._backlog.clear()
-            self._size = 0
-            self._thread = None
-            self._pid = os.getpid()
+        # Runs in the child right after fork, where another thread may have held the lock.
+        self._lock = threading.Lock()
+        self._backlog.clear()
+        self._size = 0
+        self._thread = None
 
 
 class Client:

@@ -150,23 +150,23 @@ class Job:
 
     @classmethod
     def perform_async(cls, *args: Any) -> str | None:
-        return Setter(cls).perform_async(*args)
+        return default_setter(cls).perform_async(*args)
 
     @classmethod
     def perform_in(cls, interval: float | timedelta, *args: Any) -> str | None:
-        return Setter(cls).perform_in(interval, *args)
+        return default_setter(cls).perform_in(interval, *args)
 
     @classmethod
     def perform_at(cls, when: float | datetime, *args: Any) -> str | None:
-        return Setter(cls).perform_at(when, *args)
+        return default_setter(cls).perform_at(when, *args)
 
     @classmethod
     def perform_bulk(cls, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
-        return Setter(cls).perform_bulk(args_list, batch_size)
+        return default_setter(cls).perform_bulk(args_list, batch_size)
 
     @classmethod
     def perform_inline(cls, *args: Any) -> Any:
-        return Setter(cls).perform_inline(*args)
+        return default_setter(cls).perform_inline(*args)
 
 
 class Setter:
@@ -246,6 +246,17 @@ class Setter:
         return wurk.run_inline(self.payload(args))
 
 
+_default_setters: dict[type[Job], Setter] = {}
+
+
+def default_setter(job_class: type[Job]) -> Setter:
+    """The option-less setter of a job class, built once: it is on every enqueue's path."""
+    setter = _default_setters.get(job_class)
+    if setter is None:
+        setter = _default_setters[job_class] = Setter(job_class)
+    return setter
+
+
 class FunctionJob(Job, abstract=True):
     """The class ``@job`` builds around a function."""
 
@@ -285,19 +296,19 @@ class JobFunction(Generic[P, R]):
         return Setter(self.job_class, options)
 
     def perform_async(self, *args: Any) -> str | None:
-        return Setter(self.job_class).perform_async(*args)
+        return default_setter(self.job_class).perform_async(*args)
 
     def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
-        return Setter(self.job_class).perform_in(interval, *args)
+        return default_setter(self.job_class).perform_in(interval, *args)
 
     def perform_at(self, when: float | datetime, *args: Any) -> str | None:
-        return Setter(self.job_class).perform_at(when, *args)
+        return default_setter(self.job_class).perform_at(when, *args)
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
-        return Setter(self.job_class).perform_bulk(args_list, batch_size)
+        return default_setter(self.job_class).perform_bulk(args_list, batch_size)
 
     def perform_inline(self, *args: Any) -> Any:
-        return Setter(self.job_class).perform_inline(*args)
+        return default_setter(self.job_class).perform_inline(*args)
 
 
 def job(

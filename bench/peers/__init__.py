@@ -1,0 +1,1 @@
+"""The peers' jobs and enqueue functions, imported only inside bench/.peers-venv."""
