@@ -78,37 +78,7 @@ class RedisPusher:
                 payload.pop("enqueued_at", None)
                 members += (score, wire.dumps(payload))
             commands.append(("ZADD", keys.SCHEDULE, *members))
-        send_pipelined(self.wurk.redis, commands)
-
-
-def send_pipelined(redis: Any, commands: list[tuple[Any, ...]]) -> list[Any]:
-    """Send commands in one write on one pooled connection and read every reply.
-
-    What a redis-py pipeline does, without its per-call objects and retry wrapper: a push
-    is one round trip, and its client-side cost matters for enqueue-heavy web requests.
-    The pool's checkout already replaces a connection the server closed. Raises the first
-    error reply after reading them all, so the connection stays in step.
-    """
-    pool = redis.connection_pool
-    conn = pool.get_connection()
-    try:
-        conn.send_packed_command(conn.pack_commands(commands), check_health=False)
-        replies = []
-        error: Exception | None = None
-        for _ in commands:
-            try:
-                replies.append(conn.read_response())
-            except redis_exceptions.ResponseError as exc:
-                error = error or exc
-                replies.append(exc)
-        if error is not None:
-            raise error
-        return replies
-    except (redis_exceptions.ConnectionError, redis_exceptions.TimeoutError, OSError):
-        conn.disconnect()
-        raise
-    finally:
-        pool.release(conn)
+        self.wurk.lines.get().pipeline(commands)
 
 
 def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bool:

@@ -16,7 +16,7 @@ from django_wurk import activejob, wire
 from django_wurk.client import BufferedPusher, Client, Pusher, RedisPusher
 from django_wurk.config import Config
 from django_wurk.middleware import Chain
-from django_wurk.redis import Redis, Scripts, connect
+from django_wurk.redis import Redis, Scripts, ThreadLines, connect
 from django_wurk.registry import Registry, registry
 from django_wurk.wire import Payload
 
@@ -43,6 +43,7 @@ class Wurk:
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
         self._scripts: Scripts | None = None
+        self._lines: ThreadLines | None = None
         self._lock = threading.RLock()
         self.client = Client(self)
         self.pusher: Pusher = BufferedPusher(self, RedisPusher(self))
@@ -77,6 +78,7 @@ class Wurk:
             self._redis.connection_pool.disconnect()
         self._redis = None
         self._scripts = None
+        self._lines = None
 
     @property
     def redis(self) -> Redis:
@@ -86,8 +88,16 @@ class Wurk:
                 if self._redis is None:
                     self._redis = connect(self.config)
                     self._scripts = Scripts(self._redis)
+                    self._lines = ThreadLines(self._redis)
                 client = self._redis
         return client
+
+    @property
+    def lines(self) -> ThreadLines:
+        """Each thread's own connection, for pushes (see ``django_wurk.redis.Line``)."""
+        self.redis  # noqa: B018 - connects on first use
+        assert self._lines is not None
+        return self._lines
 
     @property
     def scripts(self) -> Scripts:

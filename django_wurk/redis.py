@@ -11,6 +11,9 @@ NOSCRIPT, which also covers a server restarted underneath us.
 
 from __future__ import annotations
 
+import os
+import threading
+import time
 from functools import cache
 from importlib import resources
 from typing import Any, TypeAlias
@@ -47,41 +50,92 @@ def script_source(name: str) -> str:
     return resources.files("django_wurk").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
-class Line:
-    """One connection held by one thread, for the per-job hot path.
+#: Bumped in every forked child, so connections made before a fork are never reused after it
+#: (comparing an int is free; asking the kernel for the pid on every command is not).
+_fork_generation = 0
 
-    A processor thread talks to Redis once or twice per job; going through the client
-    each time (pool checkout and release, fork check, retry wrapper, instrumentation hooks)
-    costs more CPU than the job. A ``Line`` keeps one pooled connection for the thread's
-    life and sends commands on it directly. Errors surface as redis-py's exceptions; the
-    connection reconnects on the next command after a failure.
+
+def _forked() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+os.register_at_fork(after_in_child=_forked)
+
+#: A connection idle longer than this is probed before use (one ``select``): the server may
+#: have closed it (a restart, an idle timeout). A busy connection is not, which keeps the
+#: probe's system call off the per-job path.
+IDLE_PROBE_AFTER = 1.0
+
+
+class Line:
+    """One connection for one thread, for the per-job and per-push hot paths.
+
+    Going through the client for every command (pool checkout and release, each with a
+    fork check that asks the kernel for the pid, a retry wrapper, instrumentation hooks)
+    costs more CPU than a no-op job. A ``Line`` keeps one connection for its thread and
+    sends commands on it directly. With ``pooled`` the connection comes from the client's
+    pool (worker threads, which the pool is sized for); otherwise it is the thread's own,
+    outside the pool, so any number of web threads can push without exhausting it. Errors
+    surface as redis-py's exceptions; the next command reconnects.
     """
 
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: Redis, pooled: bool = True) -> None:
         self._pool = client.connection_pool
+        self._pooled = pooled
         self._conn: Any = None
+        self._generation = _fork_generation
+        self._last_used = 0.0
 
-    def call(self, *args: Any) -> Any:
-        # A Line belongs to one thread of one process (fetchers are built after any fork).
+    def _connection(self) -> Any:
         conn = self._conn
-        if conn is None:
-            conn = self._conn = self._pool.get_connection()
-        if conn._sock is not None:
-            # What the pool checks at every checkout: a socket with something to read while
-            # idle was closed by the server (a restart, an idle timeout). Reconnect before
-            # sending, so the command is never lost on a dead socket.
+        if conn is None or self._generation != _fork_generation:
+            if self._pooled:
+                conn = self._pool.get_connection()
+            else:
+                conn = self._pool.connection_class(**self._pool.connection_kwargs)
+            self._conn = conn
+            self._generation = _fork_generation
+        elif conn._sock is not None and time.monotonic() - self._last_used > IDLE_PROBE_AFTER:
             try:
                 stale = conn.can_read()
             except (redis.exceptions.ConnectionError, OSError):
                 stale = True
-            if stale:
+            if stale:  # closed by the server while idle: reconnect before sending
                 conn.disconnect()
+        return conn
+
+    def call(self, *args: Any) -> Any:
+        conn = self._connection()
         try:
             conn.send_command(*args)
-            return conn.read_response()
+            reply = conn.read_response()
         except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
             conn.disconnect()
             raise
+        self._last_used = time.monotonic()
+        return reply
+
+    def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Send commands in one write and read every reply (raises the first error reply)."""
+        conn = self._connection()
+        try:
+            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            replies: list[Any] = []
+            error: Exception | None = None
+            for _ in commands:
+                try:
+                    replies.append(conn.read_response())
+                except redis.exceptions.ResponseError as exc:
+                    error = error or exc
+                    replies.append(exc)
+        except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+            conn.disconnect()
+            raise
+        self._last_used = time.monotonic()
+        if error is not None:
+            raise error
+        return replies
 
     def evalsha(self, name: str, keys: list[Any], args: list[Any]) -> Any:
         """Run a registered script by hash, loading it once if the server does not know it."""
@@ -92,10 +146,19 @@ class Line:
             self.call("SCRIPT", "LOAD", script_source(name))
             return self.call("EVALSHA", sha, len(keys), *keys, *args)
 
-    def close(self) -> None:
-        if self._conn is not None:
-            self._pool.release(self._conn)
-            self._conn = None
+
+class ThreadLines:
+    """One unpooled ``Line`` per thread, for clients (pushes from web threads)."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._local = threading.local()
+
+    def get(self) -> Line:
+        line: Line | None = getattr(self._local, "line", None)
+        if line is None:
+            line = self._local.line = Line(self._client, pooled=False)
+        return line
 
 
 @cache

@@ -11,7 +11,7 @@ logger = logging.getLogger("django_wurk.redis")
 
 
 class Outage:
-    """Shared by every loop of a process; the first failure logs, recovery logs once more."""
+    """Shared by every loop of a process: an outage is logged once, and its end once more."""
 
     #: Short enough that work resumes within a couple of seconds of Redis coming back.
     MAX_BACKOFF = 2.0
@@ -26,10 +26,12 @@ class Outage:
         return self._failures > 0
 
     def failed(self, exc: BaseException) -> None:
+        # The first failure alone is not an outage: after a Redis restart each thread's
+        # connection fails once and reconnects. Two in a row without a success is one.
         with self._lock:
             self._failures += 1
-            first = self._failures == 1
-        if first:
+            report = self._failures == 2
+        if report:
             logger.error("Redis at %s is unreachable (%s); retrying with back-off", self._url, exc)
 
     def recovered(self) -> None:
@@ -37,7 +39,7 @@ class Outage:
             return
         with self._lock:
             was, self._failures = self._failures, 0
-        if was:
+        if was >= 2:
             logger.warning("Redis at %s is reachable again after %d failed attempts", self._url, was)
 
     def backoff(self) -> float:
