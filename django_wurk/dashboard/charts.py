@@ -9,7 +9,7 @@ the admin's light and dark themes. Each x position carries a ``<title>`` tooltip
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.utils.html import format_html, format_html_join
@@ -68,6 +68,27 @@ def _fmt(v: float) -> str:
     return f"{v:.1f}".rstrip("0").rstrip(".")
 
 
+def _grid(peak: float, y: Callable[[float], float], left: float, right: float, unit: str) -> SafeString:
+    """Five horizontal grid lines with their value labels, shared by the line and bar charts."""
+    return format_html_join(
+        "",
+        '<line class="wurk-grid" x1="{}" x2="{}" y1="{}" y2="{}"></line>'
+        '<text class="wurk-axis" x="{}" y="{}" text-anchor="end">{}</text>',
+        (
+            (
+                left,
+                WIDTH - right,
+                _fmt(y(peak * k / 4)),
+                _fmt(y(peak * k / 4)),
+                left - 6,
+                _fmt(y(peak * k / 4) + 4),
+                compact(peak * k / 4) + (unit if k else ""),
+            )
+            for k in range(5)
+        ),
+    )
+
+
 def line_chart(
     labels: Sequence[str],
     series: Sequence[Series],
@@ -88,23 +109,7 @@ def line_chart(
     def y(v: float) -> float:
         return top + plot_h - plot_h * (v / peak)
 
-    grid = format_html_join(
-        "",
-        '<line class="wurk-grid" x1="{}" x2="{}" y1="{}" y2="{}"></line>'
-        '<text class="wurk-axis" x="{}" y="{}" text-anchor="end">{}</text>',
-        (
-            (
-                left,
-                WIDTH - right,
-                _fmt(y(peak * k / 4)),
-                _fmt(y(peak * k / 4)),
-                left - 6,
-                _fmt(y(peak * k / 4) + 4),
-                compact(peak * k / 4) + (unit if k else ""),
-            )
-            for k in range(5)
-        ),
-    )
+    grid = _grid(peak, y, left, right, unit)
     xlabels = format_html_join(
         "",
         '<text class="wurk-axis" x="{}" y="{}" text-anchor="{}">{}</text>',
@@ -180,23 +185,7 @@ def bar_chart(
     def y(v: float) -> float:
         return top + plot_h - plot_h * (v / peak)
 
-    grid = format_html_join(
-        "",
-        '<line class="wurk-grid" x1="{}" x2="{}" y1="{}" y2="{}"></line>'
-        '<text class="wurk-axis" x="{}" y="{}" text-anchor="end">{}</text>',
-        (
-            (
-                left,
-                WIDTH - right,
-                _fmt(y(peak * k / 4)),
-                _fmt(y(peak * k / 4)),
-                left - 6,
-                _fmt(y(peak * k / 4) + 4),
-                compact(peak * k / 4),
-            )
-            for k in range(5)
-        ),
-    )
+    grid = _grid(peak, y, left, right, "")
     bars = format_html_join(
         "",
         '<rect class="wurk-bar wurk-{}" x="{}" y="{}" width="{}" height="{}"><title>{}: {}</title></rect>'

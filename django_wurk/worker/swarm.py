@@ -81,14 +81,7 @@ class Swarm:
         self.before_fork()
         pid = os.fork()
         if pid == 0:  # the child
-            for sig in (
-                signal.SIGTERM,
-                signal.SIGINT,
-                signal.SIGTSTP,
-                signal.SIGTTIN,
-                signal.SIGUSR1,
-                signal.SIGCHLD,
-            ):
+            for sig in SUPERVISED:
                 signal.signal(sig, signal.SIG_DFL)
             code = 1
             try:
@@ -125,14 +118,7 @@ class Swarm:
         def handler(signum: int, frame: FrameType | None) -> None:
             self.signals.put(signal.Signals(signum).name.removeprefix("SIG"))
 
-        for sig in (
-            signal.SIGTERM,
-            signal.SIGINT,
-            signal.SIGTSTP,
-            signal.SIGTTIN,
-            signal.SIGUSR1,
-            signal.SIGCHLD,
-        ):
+        for sig in SUPERVISED:
             signal.signal(sig, handler)
 
     def tell_children(self, sig: signal.Signals) -> None:
