@@ -105,6 +105,21 @@ class Line:
                 conn.disconnect()
         return conn
 
+    def close(self) -> None:
+        """Give the connection back: to the pool when pooled, else close it.
+
+        A worker thread that ends (a stopped worker in a long-lived process, a replaced
+        processor) must return its pooled connection, or the pool shrinks by one each time
+        until it refuses everyone with "Too many connections".
+        """
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        if self._pooled and self._generation == _fork_generation:
+            self._pool.release(conn)
+        else:
+            conn.disconnect()
+
     def call(self, *args: Any) -> Any:
         conn = self._connection()
         try:

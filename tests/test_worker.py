@@ -353,6 +353,23 @@ def test_stop_leaves_the_process_set_and_flushes_stats(wurk: Wurk, r: Any) -> No
     assert r.ttl(f"stat:processed:{day}") > 157_000_000
 
 
+def test_a_stopped_worker_gives_its_connections_back_to_the_pool(wurk: Wurk, r: Any) -> None:
+    """Workers started and stopped in one process (tests, embedding) must not drain the pool.
+
+    Each processor thread holds a pooled connection while it runs; before the fix a stopped
+    worker kept them, so the third start on a pool of concurrency + 5 raised "Too many
+    connections".
+    """
+    pool = r.connection_pool
+    for round_ in range(4):
+        worker = Launcher(wurk)
+        worker.start()
+        jobs.echo.perform_async(round_)
+        wait_for(lambda n=round_ + 1: r.llen("seen:echo") == n)
+        worker.stop()
+        assert len(pool._in_use_connections) == 0, f"round {round_}: {len(pool._in_use_connections)} in use"
+
+
 def test_metrics_in_sidekiq_8_format(wurk: Wurk, r: Any) -> None:
     worker = Launcher(wurk)
     worker.start()

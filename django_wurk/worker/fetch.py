@@ -50,6 +50,9 @@ class Fetch(Protocol):
     def requeue(self, units: list[UnitOfWork]) -> None:
         """At shutdown: put unfinished jobs back where they will be fetched next."""
 
+    def release(self) -> None:
+        """The calling processor thread is ending: give back its connection."""
+
 
 class QueueOrder:
     def __init__(self, config: Config) -> None:
@@ -81,6 +84,9 @@ class BasicFetch:
 
     def acknowledge(self, unit: UnitOfWork) -> None:
         """Nothing to acknowledge: the job left Redis when it was fetched."""
+
+    def release(self) -> None:
+        """Nothing held: every fetch goes through the pool."""
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         if not units:
@@ -128,6 +134,12 @@ class ReliableFetch:
 
     def acknowledge(self, unit: UnitOfWork) -> None:
         self.redis.lrem(self.private[unit.queue], 1, unit.raw)
+
+    def release(self) -> None:
+        line: Line | None = getattr(self._lines, "line", None)
+        if line is not None:
+            self._lines.line = None
+            line.close()
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         """Put back the given unfinished jobs, then anything else left in our private lists.

@@ -122,6 +122,7 @@ class Processor:
         finally:
             if pending is not None:
                 self._acknowledge(pending)
+            manager.fetch.release()
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         """Acknowledge a finished job on the way out, riding out a short Redis outage."""
