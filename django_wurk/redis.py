@@ -1,6 +1,6 @@
 """Redis connections and the Lua scripts we run on them.
 
-One ``redis.ConnectionPool`` per process, sized for the worker threads plus the poller
+One blocking connection pool per process, sized for the worker threads plus the poller
 and heartbeat. redis-py pools notice a fork (they compare pids) and drop inherited
 sockets, so a forked child never shares a socket with its parent.
 
@@ -35,9 +35,13 @@ def connect(config: Config) -> Redis:
     intact rather than blow up inside redis-py, and removing an entry with LREM/ZREM needs
     the exact bytes that were stored.
     """
-    pool = redis.ConnectionPool.from_url(
+    # Blocking, like Sidekiq's connection_pool: a thread that finds every connection in use
+    # waits (up to the socket timeout) for one to come back instead of failing at once, so a
+    # burst of web threads reading the dashboard or the API queues up rather than erroring.
+    pool = redis.BlockingConnectionPool.from_url(
         config.redis_url,
         max_connections=config.pool_size,
+        timeout=config.redis_socket_timeout,
         socket_timeout=config.redis_socket_timeout + config.fetch_timeout,
         socket_connect_timeout=config.redis_socket_timeout,
         health_check_interval=30,

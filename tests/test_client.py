@@ -224,3 +224,25 @@ def test_wire_name_defaults_to_the_dotted_path() -> None:
 
     assert registry.resolve("tests.jobsapp.jobs.echo") is jobs.echo.job_class
     assert registry.resolve("os.system") is None
+
+
+def test_a_thread_that_finds_the_pool_empty_waits_for_a_connection(wurk: Wurk, test_config: Config) -> None:
+    """A full pool makes the next caller wait, as Sidekiq's connection_pool does, not fail at once."""
+    import threading
+
+    import redis as redis_lib
+
+    from tests.conftest import wait_for
+
+    wurk.configure(test_config.replace(redis_pool_size=1))
+    client = wurk.redis
+    observer = redis_lib.Redis.from_url(test_config.redis_url)
+    holder = threading.Thread(target=lambda: client.blpop("nothing-comes", timeout=1))
+    holder.start()
+    try:
+        # The pool's only connection is now inside a BLPOP that gives it back within a second.
+        wait_for(lambda: any(c.get("cmd") == "blpop" for c in observer.client_list()))
+        assert client.ping() is True
+    finally:
+        holder.join()
+        observer.close()

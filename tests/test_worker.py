@@ -367,7 +367,8 @@ def test_a_stopped_worker_gives_its_connections_back_to_the_pool(wurk: Wurk, r: 
         jobs.echo.perform_async(round_)
         wait_for(lambda n=round_ + 1: r.llen("seen:echo") == n)
         worker.stop()
-        assert len(pool._in_use_connections) == 0, f"round {round_}: {len(pool._in_use_connections)} in use"
+        in_use = pool.max_connections - pool.pool.qsize()  # the blocking pool's free slots
+        assert in_use == 0, f"round {round_}: {in_use} connection(s) still held"
 
 
 def test_metrics_in_sidekiq_8_format(wurk: Wurk, r: Any) -> None:
