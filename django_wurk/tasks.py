@@ -69,8 +69,14 @@ DEFAULT_RESULT_TTL = 24 * 3600
 _tasks: dict[str, Task[Any, Any]] = {}
 
 
+if TYPE_CHECKING:
+    _TaskBase = Task[Any, Any]
+else:  # generic only in the type stubs: Django 6's runtime class is not subscriptable
+    _TaskBase = Task
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WurkTask(Task[Any, Any]):
+class WurkTask(_TaskBase):
     """A ``Task`` that also carries Sidekiq options; creating one registers its job."""
 
     retry: bool | int | None = None
