@@ -150,6 +150,10 @@ def decode_backtrace(value: Any) -> list[str]:
     return [str(line) for line in decoded] if isinstance(decoded, list) else []
 
 
+#: Exactly these types (not subclasses, which may encode differently) need no further check.
+_FLAT = frozenset({str, int, bool, type(None)})
+
+
 def check_json_native(args: Any, where: str = "args") -> None:
     """Raise a ``TypeError`` naming the first value JSON cannot carry faithfully.
 
@@ -157,6 +161,9 @@ def check_json_native(args: Any, where: str = "args") -> None:
     would arrive in the worker as something else. Dict keys must be strings, because a
     JSON round trip turns ``{1: "x"}`` into ``{"1": "x"}``.
     """
+    # Most jobs take a few ids and strings: check those without recursing (every enqueue).
+    if type(args) is list and all(type(item) in _FLAT for item in args):
+        return
     if args is None or isinstance(args, (str, bool, int)):
         return
     if isinstance(args, float):
