@@ -143,6 +143,19 @@ class Queue:
     def paused(self) -> bool:
         return bool(self.wurk.redis.sismember(keys.PAUSED, self.name))
 
+    def pause(self) -> bool:
+        """Stop workers fetching from this queue (Sidekiq Pro's ``pause!``: the ``paused`` set).
+
+        Jobs stay queued and pushes still land; workers notice within about two seconds
+        (``worker.fetch.PAUSED_REFRESH``), and a Sidekiq Pro fleet sharing the Redis
+        honours the same set. True if the queue was not paused before.
+        """
+        return bool(self.wurk.redis.sadd(keys.PAUSED, self.name))
+
+    def unpause(self) -> bool:
+        """Let workers fetch from this queue again; True if it was paused."""
+        return bool(self.wurk.redis.srem(keys.PAUSED, self.name))
+
     def page(self, start: int = 0, count: int = 25) -> list[JobRecord]:
         """Jobs from the head (newest) onwards."""
         raws = self.wurk.redis.lrange(self.key, start, start + count - 1)

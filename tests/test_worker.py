@@ -17,7 +17,7 @@ import pytest
 
 from django_wurk import Config, Wurk, wire
 from django_wurk.worker import Launcher
-from django_wurk.worker.fetch import BasicFetch
+from django_wurk.worker.fetch import QueueOrder
 from django_wurk.worker.retry import default_delay
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
@@ -457,15 +457,67 @@ def test_strict_queue_order(wurk: Wurk, r: Any, test_config: Config) -> None:
     assert [a[0] for a in seen(wurk.redis, "echo")] == ["c0", "c1", "c2", "d0", "d1", "d2"]
 
 
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_a_paused_queue_is_skipped_until_unpaused(
+    wurk: Wurk, r: Any, test_config: Config, fetch: str
+) -> None:
+    """Sidekiq Pro's ``paused`` set: jobs wait in a paused queue, other queues run, unpause resumes."""
+    from django_wurk import api
+    from django_wurk.config import QueueSpec
+
+    # "low" first in strict order: a worker that ignored the pause would run its job first.
+    wurk.configure(test_config.replace(fetch=fetch, queues=(QueueSpec("low"), QueueSpec("default"))))
+    low = api.Queue("low", wurk)
+    assert low.pause() is True and low.pause() is False and low.paused()
+    held = jobs.echo.set(queue="low").perform_async("held")
+    jobs.echo.perform_async("runs")
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        wait_for(lambda: seen(r, "echo") == [["runs"]])
+        jobs.echo.perform_async("runs too")
+        wait_for(lambda: len(seen(r, "echo")) == 2)
+        assert [json.loads(x)["jid"] for x in r.lrange("queue:low", 0, -1)] == [held]
+        assert low.unpause() is True and not low.paused()
+        wait_for(lambda: len(seen(r, "echo")) == 3)  # within PAUSED_REFRESH
+    finally:
+        worker.stop()
+    assert seen(r, "echo")[-1] == ["held"] and r.llen("queue:low") == 0
+
+
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_with_every_queue_paused_a_fetch_waits_and_still_acknowledges(
+    wurk: Wurk, r: Any, test_config: Config, fetch: str
+) -> None:
+    from django_wurk.worker.fetch import fetch_for
+
+    config = test_config.replace(fetch=fetch, fetch_timeout=0.2)
+    fetcher = fetch_for(config, wurk.redis, wurk.scripts, "testhost:1:paused")
+    jobs.echo.perform_async("first")
+    unit = fetcher.fetch()
+    assert unit is not None
+    jobs.echo.perform_async("waits")
+    r.sadd("paused", "default")
+    fetcher.paused.refresh = 0.0  # reread the paused set on every fetch
+    started = time.monotonic()
+    assert fetcher.fetch(unit) is None
+    # It waited out the fetch timeout (no busy loop) and left the queue alone...
+    assert time.monotonic() - started >= 0.2
+    assert [json.loads(x)["args"] for x in r.lrange("queue:default", 0, -1)] == [["waits"]]
+    # ...and the finished job it was handed is acknowledged (reliable fetch's private list is empty).
+    assert r.llen("queue:sq|testhost:1:paused|default") == 0
+    fetcher.release()
+
+
 def test_weighted_fetch_order_is_random_in_proportion(test_config: Config) -> None:
     from django_wurk.config import QueueSpec
 
     config = test_config.replace(queues=(QueueSpec("a", 3), QueueSpec("b", 1)))
-    fetch = BasicFetch(config, redis=None)
-    firsts = [fetch.queue_keys()[0] for _ in range(4000)]
-    share = firsts.count("queue:a") / len(firsts)
+    order = QueueOrder(config)
+    firsts = [order()[0] for _ in range(4000)]
+    share = firsts.count("a") / len(firsts)
     assert 0.7 < share < 0.8  # 3 of 4 expected
-    assert all(sorted(fetch.queue_keys()) == ["queue:a", "queue:b"] for _ in range(50))
+    assert all(sorted(order()) == ["a", "b"] for _ in range(50))
 
 
 def test_a_redis_outage_is_logged_once_and_the_worker_recovers(

@@ -47,6 +47,8 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         path("queues/<path:name>/", page(queues.detail, "queues"), name=url_name("queue")),
         path("queue-actions/delete/", action(queues.delete_job, "queues"), name=url_name("queue_delete")),
         path("queue-actions/clear/", action(queues.clear, "queues"), name=url_name("queue_clear")),
+        path("queue-actions/pause/", action(queues.pause, "queues"), name=url_name("queue_pause")),
+        path("queue-actions/unpause/", action(queues.unpause, "queues"), name=url_name("queue_unpause")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
         path("metrics/<path:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"

@@ -15,6 +15,12 @@ runs, so a crash loses it. It stays available as ``WURK["FETCH"] = "basic"``.
 Queue order: strict (the order given) unless queues have weights, then a shuffled list
 in which each queue appears ``weight`` times, deduplicated, per fetch — a queue of weight
 3 is tried first three times as often as one of weight 1, and none starves.
+
+**Paused queues** (Sidekiq Pro's ``paused`` set, written by ``api.Queue.pause`` and by a
+Pro Web UI) are left out of the order. Each process rereads the set at most every
+``PAUSED_REFRESH`` seconds, so a pause takes effect within about that long without a
+round trip per job. When every queue is paused a fetch waits out its timeout instead of
+spinning.
 """
 
 from __future__ import annotations
@@ -66,17 +72,56 @@ class QueueOrder:
         return list(dict.fromkeys(random.sample(self._weighted, len(self._weighted))))
 
 
+#: Seconds a process trusts its copy of the ``paused`` set (Sidekiq Pro's fetchers cache it too).
+PAUSED_REFRESH = 2.0
+
+
+class PausedQueues:
+    """The ``paused`` set, reread at most every ``PAUSED_REFRESH`` seconds by one thread.
+
+    Reading it on every fetch would add a round trip per job; a pause is an operator's
+    action, and taking effect within two seconds is what Sidekiq Pro promises too.
+    """
+
+    def __init__(self, redis: Redis, refresh: float = PAUSED_REFRESH) -> None:
+        self.redis = redis
+        self.refresh = refresh
+        self._names: frozenset[str] = frozenset()
+        self._read_at = float("-inf")
+        self._lock = threading.Lock()
+
+    def names(self) -> frozenset[str]:
+        if time.monotonic() - self._read_at < self.refresh:
+            return self._names
+        with self._lock:
+            if time.monotonic() - self._read_at >= self.refresh:  # not refreshed while we waited
+                members = self.redis.smembers(keys.PAUSED)
+                self._names = frozenset(m.decode("utf-8", "replace") for m in members)
+                self._read_at = time.monotonic()
+        return self._names
+
+    def running(self, order: list[str]) -> list[str]:
+        """``order`` without the paused queues."""
+        paused = self.names()
+        return [name for name in order if name not in paused] if paused else order
+
+
 class BasicFetch:
     def __init__(self, config: Config, redis: Redis) -> None:
         self.redis = redis
         self.timeout = config.fetch_timeout
         self.order = QueueOrder(config)
+        self.paused = PausedQueues(redis)
 
     def queue_keys(self) -> list[str]:
-        return [keys.queue(name) for name in self.order()]
+        return [keys.queue(name) for name in self.paused.running(self.order())]
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
-        result = self.redis.brpop(self.queue_keys(), timeout=self.timeout)
+        queue_keys = self.queue_keys()
+        if not queue_keys:  # every queue paused: wait as BRPOP would, never spin
+            time.sleep(self.timeout)
+            return None
+        result = self.redis.brpop(queue_keys, timeout=self.timeout)
         if result is None:
             return None
         key, raw = result
@@ -107,6 +152,7 @@ class ReliableFetch:
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
         self._lines = threading.local()
+        self.paused = PausedQueues(redis)
 
     def _line(self) -> Line:
         line: Line | None = getattr(self._lines, "line", None)
@@ -115,7 +161,12 @@ class ReliableFetch:
         return line
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
-        order = self.order()
+        order = self.paused.running(self.order())
+        if not order:  # every queue paused: acknowledge, then wait as BLMOVE would, never spin
+            if previous is not None:
+                self.acknowledge(previous)
+            time.sleep(self.timeout)
+            return None
         script_keys: list[str] = []
         for name in order:
             script_keys += self._keys[name]

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import html
 import json
+import logging
+import re
 import time
 from typing import Any
 
+import pytest
 from django.contrib.messages import get_messages
 from django.http import HttpResponse
 from django.test import Client
 
-from django_wurk import Wurk, keys, wire
+from django_wurk import Config, Wurk, keys, wire
 from django_wurk.dashboard.views.queues import digest
 from tests.dashboard.conftest import add_process, failed, payload, push, url, zadd
 
@@ -23,6 +27,12 @@ def said(response: HttpResponse) -> list[str]:
 
 def members(r: Any, key: str) -> list[dict[str, Any]]:
     return [json.loads(m) for m in r.zrange(key, 0, -1)]
+
+
+def row(page: str, queue: str) -> str:
+    """One queue's row of the queues list."""
+    start = page.index(f'data-queue="{html.escape(queue)}"')
+    return page[start : page.index("</tr>", start)]
 
 
 # Busy ---------------------------------------------------------------------------------
@@ -114,6 +124,134 @@ def test_clear_a_queue_asks_first(manager: Client, r: Any, wurk: Wurk) -> None:
     assert done["Location"] == url("queues")
     assert said(done) == ["Cleared queue “mail”: 3 jobs deleted."]
     assert r.llen("queue:mail") == 0 and not r.sismember(keys.QUEUES, "mail")
+
+
+def test_pause_a_queue_from_the_list(
+    manager: Client, r: Any, wurk: Wurk, caplog: pytest.LogCaptureFixture
+) -> None:
+    for i in range(2):
+        push(r, payload(args=[i]), queue="mail")
+    push(r, payload())
+    before = manager.get(url("queues")).content.decode()
+    assert ">Pause<" in row(before, "mail") and "Unpause" not in row(before, "mail")
+    with caplog.at_level(logging.INFO, logger="django_wurk.dashboard"):
+        response = manager.post(url("queue_pause"), {"name": "mail", "next": url("queues")})
+    assert response.status_code == 302 and response["Location"] == url("queues")
+    assert said(response) == ["Paused queue “mail”: workers stop fetching from it; jobs stay queued."]
+    assert r.smembers(keys.PAUSED) == {b"mail"} and r.llen("queue:mail") == 2
+    assert any(m.endswith(" paused queue mail") for m in caplog.messages)
+    page = manager.get(url("queues")).content.decode()
+    mail, default = row(page, "mail"), row(page, "default")
+    assert '<span class="wurk-badge wurk-badge-warn">paused</span>' in mail
+    assert ">Unpause<" in mail and ">Pause<" not in mail and url("queue_unpause") in mail
+    assert "paused</span>" not in default and ">Pause<" in default
+    # Its own page shows the badge and offers Unpause, and still lists the jobs.
+    detail = manager.get(url("queue", name="mail")).content.decode()
+    assert 'wurk-badge-warn">paused</span>' in detail and ">Unpause queue<" in detail
+    assert ">Pause queue<" not in detail and detail.count("app.jobs.Hello") == 2
+
+
+def test_unpause_a_queue_from_its_page(
+    manager: Client, r: Any, wurk: Wurk, caplog: pytest.LogCaptureFixture
+) -> None:
+    push(r, payload(), queue="mail")
+    r.sadd(keys.PAUSED, "mail", "other")
+    here = url("queue", name="mail") + "?page=1&order=oldest"
+    with caplog.at_level(logging.INFO, logger="django_wurk.dashboard"):
+        response = manager.post(url("queue_unpause"), {"name": "mail", "next": here})
+    assert response["Location"] == here
+    assert said(response) == ["Unpaused queue “mail”: workers fetch from it again."]
+    assert r.smembers(keys.PAUSED) == {b"other"} and r.llen("queue:mail") == 1
+    assert any(m.endswith(" unpaused queue mail") for m in caplog.messages)
+    detail = manager.get(url("queue", name="mail")).content.decode()
+    assert "paused</span>" not in detail and ">Pause queue<" in detail and ">Unpause queue<" not in detail
+    assert "paused</span>" not in row(manager.get(url("queues")).content.decode(), "mail")
+
+
+def test_an_empty_queue_can_be_paused_from_its_page(manager: Client, r: Any, wurk: Wurk) -> None:
+    r.sadd(keys.QUEUES, "quiet")
+    detail = manager.get(url("queue", name="quiet")).content.decode()
+    assert ">Pause queue<" in detail and "Clear queue" not in detail
+    manager.post(url("queue_pause"), {"name": "quiet", "next": url("queue", name="quiet")})
+    assert r.sismember(keys.PAUSED, "quiet")
+
+
+def test_pausing_a_paused_queue_and_unpausing_a_running_one_say_so(
+    manager: Client, r: Any, wurk: Wurk, caplog: pytest.LogCaptureFixture
+) -> None:
+    push(r, payload(), queue="mail")
+    manager.post(url("queue_pause"), {"name": "mail"})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="django_wurk.dashboard"):
+        again = manager.post(url("queue_pause"), {"name": "mail"})
+        assert said(again) == ["Queue “mail” was already paused."]
+        assert r.smembers(keys.PAUSED) == {b"mail"}
+        manager.post(url("queue_unpause"), {"name": "mail"})
+        caplog.clear()
+        running = manager.post(url("queue_unpause"), {"name": "mail"})
+    assert said(running) == ["Queue “mail” was not paused."]
+    assert r.smembers(keys.PAUSED) == set() and r.llen("queue:mail") == 1
+    assert caplog.messages == []  # nothing changed, nothing to audit
+    assert running["Location"] == url("queues")  # no next: the queues list
+
+
+def test_pause_and_unpause_need_a_queue_name(manager: Client, r: Any, wurk: Wurk) -> None:
+    for action in ("queue_pause", "queue_unpause"):
+        response = manager.post(url(action), {"name": "", "next": url("queues")})
+        assert response["Location"] == url("queues")
+        assert said(response) == ["No queue named in the request."]
+    assert not r.exists(keys.PAUSED)
+
+
+def test_pause_goes_back_only_to_the_queues_list_or_that_queues_page(
+    manager: Client, r: Any, wurk: Wurk
+) -> None:
+    push(r, payload(), queue="mail")
+    for foreign in (
+        "https://evil.example/",
+        "//evil.example/admin/django_wurk/dashboard/queues/",
+        "https://evil.example" + url("queues"),
+        "/\\evil.example/",
+        url("retries"),
+        url("queue", name="other"),
+        url("queues") + "../../login/",
+    ):
+        response = manager.post(url("queue_pause"), {"name": "mail", "next": foreign})
+        assert response["Location"] == url("queues"), foreign
+    assert r.smembers(keys.PAUSED) == {b"mail"}
+
+
+def test_pause_and_unpause_come_back_to_a_queue_page_with_an_awkward_name(
+    manager: Client, r: Any, wurk: Wurk
+) -> None:
+    name = "a/b c;=é?"
+    push(r, payload(), queue=name)
+    for action, button in (("queue_pause", "Pause queue"), ("queue_unpause", "Unpause queue")):
+        page = manager.get(url("queue", name=name) + "?order=oldest").content.decode()
+        form = page[page.index(url(action)) :]
+        assert f">{button}<" in form[: form.index("</form>")]
+        [back] = re.findall(r'name="next" value="([^"]*)"', form[: form.index("</form>")])
+        response = manager.post(url(action), {"name": name, "next": html.unescape(back)})
+        assert response["Location"] == url("queue", name=name) + "?order=oldest", back
+    assert not r.exists(keys.PAUSED)
+
+
+def test_read_only_refuses_pause_and_unpause_and_hides_their_buttons(
+    manager: Client, r: Any, wurk: Wurk, test_config: Config
+) -> None:
+    push(r, payload(), queue="mail")
+    push(r, payload())
+    r.sadd(keys.PAUSED, "mail")
+    wurk.configure(test_config.replace(dashboard_read_only=True))
+    for page in (url("queues"), url("queue", name="mail"), url("queue", name="default")):
+        body = manager.get(page).content.decode()
+        assert not re.search(r">(Pause|Unpause)( queue)?</button>", body), page
+        assert url("queue_pause") not in body and url("queue_unpause") not in body, page
+    assert "paused</span>" in row(manager.get(url("queues")).content.decode(), "mail")  # still shown
+    for action, name in (("queue_pause", "default"), ("queue_unpause", "mail")):
+        response = manager.post(url(action), {"name": name, "next": url("queues")})
+        assert response.status_code == 403 and "read-only" in response.content.decode()
+    assert r.smembers(keys.PAUSED) == {b"mail"}
 
 
 # Sorted sets: one entry ---------------------------------------------------------------

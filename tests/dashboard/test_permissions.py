@@ -20,8 +20,10 @@ from tests.dashboard.conftest import add_process, failed, payload, push, url, wr
 
 @pytest.fixture
 def data(wurk: Wurk, r: Any) -> dict[str, str]:
-    """One of everything; returns the entry keys."""
+    """One of everything (a paused queue too); returns the entry keys."""
     push(r, payload())
+    push(r, payload(queue="held"), queue="held")
+    r.sadd(keys.PAUSED, "held")
     write_metrics(r)
     add_process(r)
     return {
@@ -54,6 +56,8 @@ def actions(entry_keys: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         (url("busy_signal"), {"signal": "quiet", "identity": "*"}),
         (url("queue_delete"), {"name": "default", "digest": "0" * 32, "position": "0"}),
         (url("queue_clear"), {"name": "default", "confirm": "yes"}),
+        (url("queue_pause"), {"name": "default", "next": url("queues")}),
+        (url("queue_unpause"), {"name": "held", "next": url("queues")}),
         (url("bulk", kind="retries"), {"action": "delete", "key": [entry_keys["retries"]]}),
         (url("bulk", kind="dead"), {"action": "delete", "key": [entry_keys["dead"]]}),
         (url("all", kind="scheduled"), {"action": "delete_all", "confirm": "yes"}),
@@ -67,6 +71,7 @@ def snapshot(r: Any) -> tuple[Any, ...]:
         r.zcard(keys.RETRY),
         r.zcard(keys.DEAD),
         r.llen("web1:123:abcdef012345-signals"),
+        r.smembers(keys.PAUSED),
     )
 
 
@@ -118,6 +123,7 @@ def test_the_view_permission_opens_every_page_and_no_action(
         text = viewer.get(page).content.decode()
         assert '<form method="post"' not in text.replace("logout-form", ""), page
         assert "Retry now" not in text and ">Quiet<" not in text and ">Clear<" not in text
+        assert ">Pause<" not in text and ">Unpause<" not in text
     before = snapshot(r)
     for action, form in actions(data):
         response = viewer.post(action, form)
@@ -151,6 +157,7 @@ def test_with_both_permissions_every_action_works(manager: Client, data: dict[st
         response = manager.post(action, form)
         assert response.status_code == 302, (action, response.content[:500])
     assert r.llen("queue:default") == 0  # cleared
+    assert r.smembers(keys.PAUSED) == {b"default"}  # "default" paused, "held" unpaused
     assert r.zcard(keys.RETRY) == 0 and r.zcard(keys.DEAD) == 0 and r.zcard(keys.SCHEDULE) == 0
     assert r.lrange("web1:123:abcdef012345-signals", 0, -1) == [b"TSTP"]
 

@@ -1,8 +1,9 @@
-"""Queues: sizes and latency; one queue's jobs page by page; delete a job; clear a queue."""
+"""Queues: sizes and latency; one queue's jobs page by page; delete a job; clear, pause, unpause a queue."""
 
 from __future__ import annotations
 
 import hashlib
+from urllib.parse import unquote
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
@@ -27,7 +28,7 @@ def digest(raw: bytes) -> str:
 
 def index(request: HttpRequest, site: AdminSite) -> HttpResponse:
     rows = api.queue_summaries(wurk)
-    context = {"rows": rows, "total": sum(r.size for r in rows)}
+    context = {"rows": rows, "total": sum(r.size for r in rows), "here": request.get_full_path()}
     return render_page(request, site, "django_wurk/dashboard/queues.html", "Queues", context, tab="queues")
 
 
@@ -56,6 +57,7 @@ def detail(request: HttpRequest, site: AdminSite, name: str) -> HttpResponse:
         "pager": paging,
         "page_sizes": PAGE_SIZES,
         "oldest_first": oldest_first,
+        "here": request.get_full_path(),
         "crumbs": [("Queues", reverse(admin_url_name("queues"), current_app=site.name))],
     }
     return render_page(
@@ -134,3 +136,53 @@ def clear(request: HttpRequest, site: AdminSite) -> HttpResponse:
         request, messages.SUCCESS, f"Cleared queue “{name}”: {size:,} job{'s' if size != 1 else ''} deleted."
     )
     return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+
+
+def _back(request: HttpRequest, site: AdminSite, name: str) -> str:
+    """Where a pause or unpause form goes back to: the queues list or this queue's page.
+
+    ``next`` is the page the form was on. Only those two pages are accepted (with their query
+    string, so a queue's page keeps its page and order); anything else, another site
+    included, goes to the queues list. The redirect is always built from our own URLs.
+    """
+    listing = reverse(admin_url_name("queues"), current_app=site.name)
+    page = reverse(admin_url_name("queue"), kwargs={"name": name}, current_app=site.name)
+    path, _, query = request.POST.get("next", "").partition("?")
+    for known in (listing, page):
+        if unquote(path) == unquote(known):
+            return f"{known}?{query}" if query else known
+    return listing
+
+
+def _set_paused(request: HttpRequest, site: AdminSite, want_paused: bool) -> HttpResponse:
+    name = request.POST.get("name", "")
+    if not name:
+        notify(request, messages.ERROR, "No queue named in the request.")
+        return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+    queue = api.Queue(name, wurk)
+    if want_paused:
+        if queue.pause():
+            audit(request, f"paused queue {name}")
+            notify(
+                request,
+                messages.SUCCESS,
+                f"Paused queue “{name}”: workers stop fetching from it; jobs stay queued.",
+            )
+        else:
+            notify(request, messages.INFO, f"Queue “{name}” was already paused.")
+    elif queue.unpause():
+        audit(request, f"unpaused queue {name}")
+        notify(request, messages.SUCCESS, f"Unpaused queue “{name}”: workers fetch from it again.")
+    else:
+        notify(request, messages.INFO, f"Queue “{name}” was not paused.")
+    return HttpResponseRedirect(_back(request, site, name))
+
+
+def pause(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Pause a queue (Sidekiq Pro's ``pause!``). Reversible, so no confirmation page."""
+    return _set_paused(request, site, want_paused=True)
+
+
+def unpause(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Unpause a queue (Sidekiq Pro's ``unpause!``)."""
+    return _set_paused(request, site, want_paused=False)
