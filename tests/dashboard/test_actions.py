@@ -446,3 +446,24 @@ def test_all_actions_a_set_does_not_offer_are_refused(manager: Client, r: Any, w
     zadd(r, keys.DEAD, failed(), 5.0)
     response = manager.post(url("all", kind="dead"), {"action": "kill_all", "confirm": "yes"})
     assert "Unknown action 'kill_all'" in said(response)[0] and r.zcard(keys.DEAD) == 1
+
+
+def test_actions_are_recorded_in_the_admin_history(manager: Client, r: Any, wurk: Wurk) -> None:
+    """Dashboard actions sit in the admin's "Recent actions" beside every other admin change."""
+    from django.contrib.admin.models import CHANGE, LogEntry
+
+    from django_wurk.models import Dashboard
+
+    for i in range(2):
+        push(r, payload(args=[i]), queue="mail")
+    manager.post(url("queue_pause"), {"name": "mail"})
+    manager.post(url("queue_clear"), {"name": "mail", "confirm": "yes"})
+    manager.post(url("queue_pause"), {"name": "mail"})  # already paused: nothing changed
+    entries = list(LogEntry.objects.order_by("id"))
+    assert [e.change_message for e in entries] == ["paused queue mail", "cleared queue mail (2 jobs)"]
+    user_id = int(manager.session["_auth_user_id"])
+    assert {(e.user_id, e.action_flag, e.content_type.model_class()) for e in entries} == {
+        (user_id, CHANGE, Dashboard)
+    }
+    index = manager.get("/admin/").content.decode()
+    assert "cleared queue mail (2 jobs)" in index and "paused queue mail" in index
