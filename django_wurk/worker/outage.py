@@ -11,7 +11,13 @@ logger = logging.getLogger("django_wurk.redis")
 
 
 class Outage:
-    """Shared by every loop of a process: an outage is logged once, and its end once more."""
+    """Shared by every loop of a process: an outage is logged once, and its end once more.
+
+    A failure counts towards an outage only as part of one thread's streak. After Redis
+    restarts, every thread's connection to the old server fails once and then reconnects;
+    counted process-wide those single failures looked like a second outage right after the
+    first one ended. Two failures in a row in the same thread are one.
+    """
 
     #: Short enough that work resumes within a couple of seconds of Redis coming back.
     MAX_BACKOFF = 2.0
@@ -19,28 +25,44 @@ class Outage:
     def __init__(self, redis_url: str) -> None:
         self._url = redact_url(redis_url)
         self._lock = threading.Lock()
+        self._local = threading.local()
+        #: Threads whose last call failed; zero keeps ``recovered`` (called per job) at one read.
+        self._failing_threads = 0
+        #: Failed attempts, all threads together, since the outage was reported.
         self._failures = 0
+        self._reported = False
 
-    @property
-    def active(self) -> bool:
-        return self._failures > 0
+    def _streak(self) -> int:
+        streak: int = getattr(self._local, "streak", 0)
+        return streak
 
     def failed(self, exc: BaseException) -> None:
-        # The first failure alone is not an outage: after a Redis restart each thread's
-        # connection fails once and reconnects. Two in a row without a success is one.
+        streak = self._streak() + 1
+        self._local.streak = streak
         with self._lock:
+            if streak == 1:
+                self._failing_threads += 1
             self._failures += 1
-            report = self._failures == 2
+            report = streak >= 2 and not self._reported
+            if report:
+                self._reported = True
         if report:
             logger.error("Redis at %s is unreachable (%s); retrying with back-off", self._url, exc)
 
     def recovered(self) -> None:
-        if not self._failures:
+        if not self._failing_threads and not self._reported:
             return
         with self._lock:
+            if self._streak():
+                self._local.streak = 0
+                self._failing_threads -= 1
+            if not self._reported:
+                if not self._failing_threads:
+                    self._failures = 0
+                return
+            self._reported = False
             was, self._failures = self._failures, 0
-        if was >= 2:
-            logger.warning("Redis at %s is reachable again after %d failed attempts", self._url, was)
+        logger.warning("Redis at %s is reachable again after %d failed attempts", self._url, was)
 
     def backoff(self) -> float:
-        return min(0.1 * 2.0 ** min(self._failures, 8), self.MAX_BACKOFF)
+        return min(0.1 * 2.0 ** min(self._streak(), 8), self.MAX_BACKOFF)
