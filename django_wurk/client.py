@@ -64,19 +64,20 @@ class RedisPusher:
         if at is None:
             # One enqueued_at for the whole group, as Sidekiq stamps a bulk push.
             stamp = wire.now_stamp(style)
-            by_queue: dict[str, list[str]] = {}
+            by_queue: dict[str, list[Payload]] = {}
             for payload in payloads:
                 payload["enqueued_at"] = stamp
-                by_queue.setdefault(payload["queue"], []).append(wire.dumps(payload))
-            for queue, entries in by_queue.items():
+                by_queue.setdefault(payload["queue"], []).append(payload)
+            for queue, group in by_queue.items():
                 commands.append(("SADD", keys.QUEUES, queue))
-                commands.append(("LPUSH", keys.queue(queue), *entries))
+                commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
         else:
             score = repr(at)
             members: list[Any] = []
             for payload in payloads:
                 payload.pop("enqueued_at", None)
-                members += (score, wire.dumps(payload))
+            for entry in wire.dumps_alike(payloads):
+                members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
         self.wurk.lines.get().pipeline(commands)
 

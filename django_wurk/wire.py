@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
+import operator
 import os
 import time
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -46,6 +47,52 @@ class PayloadError(ValueError):
 def dumps(payload: Any) -> str:
     """Encode like Ruby's ``JSON.generate``: compact, raw UTF-8, no NaN."""
     return _encoder.encode(payload)
+
+
+def dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...] = ("args", "jid")) -> list[str]:
+    """Encode payloads that differ only in their ``varying`` fields, each exactly as ``dumps``.
+
+    A bulk push's payloads share every other field, as the very same objects (one head, one
+    timestamp per batch), and encoding was most of a bulk push's time. So the shared fields
+    are encoded once, from the first payload, and each payload pays only for its own args
+    and jid. A payload with other keys, another key order or other shared values (say,
+    changed by middleware) is encoded whole, so the bytes never differ from ``dumps``.
+    """
+    if len(payloads) < 2:
+        return [dumps(p) for p in payloads]
+    first = payloads[0]
+    order = tuple(first)
+    if not all(type(k) is str for k in order):
+        return [dumps(p) for p in payloads]
+    shared_keys = [k for k in order if k not in varying]
+    shared_values = [first[k] for k in shared_keys]
+    # The text between varying values: pieces[i] precedes the i-th varying field's value.
+    fields: list[str] = []
+    pieces: list[str] = []
+    text = "{"
+    for i, key in enumerate(order):
+        text += ("," if i else "") + _encoder.encode(key) + ":"
+        if key in varying:
+            fields.append(key)
+            pieces.append(text)
+            text = ""
+        else:
+            text += _encoder.encode(first[key])
+    pieces.append(text + "}")
+    encode = _encoder.encode
+    out: list[str] = []
+    for payload in payloads:
+        if tuple(payload) != order or not all(
+            map(operator.is_, map(payload.__getitem__, shared_keys), shared_values)
+        ):
+            out.append(encode(payload))
+            continue
+        parts = [pieces[0]]
+        for i, key in enumerate(fields):
+            parts.append(encode(payload[key]))
+            parts.append(pieces[i + 1])
+        out.append("".join(parts))
+    return out
 
 
 def loads(raw: bytes | str) -> Payload:

@@ -116,6 +116,21 @@ def test_bulk_push_shares_one_enqueued_at_per_batch(wurk: Wurk, r: Any) -> None:
     assert len(stamps) == 1
 
 
+def test_bulk_entries_are_the_bytes_a_single_push_writes(wurk: Wurk, r: Any) -> None:
+    """Bulk pushes encode shared fields once; the stored bytes must not differ for it."""
+    from django_wurk import wire
+
+    args = [(i, "ünïcødé ✓", {"n": [1.5, None]}) for i in range(5)]
+    jobs.echo.set(tags=["a"]).perform_bulk(args)
+    jobs.echo.set(tags=["a"]).perform_bulk(args[:3], batch_size=1)
+    jobs.echo.perform_in(3600, "x")
+    jobs.echo.set(queue="other").perform_bulk([(1,), (2,)])
+    entries = r.lrange("queue:default", 0, -1) + r.lrange("queue:other", 0, -1) + r.zrange("schedule", 0, -1)
+    assert len(entries) == 11
+    for raw in entries:
+        assert wire.dumps(json.loads(raw)).encode() == raw
+
+
 def test_non_json_arguments_are_refused_at_enqueue(wurk: Wurk, r: Any) -> None:
     with pytest.raises(TypeError, match=r"args\[1\] is a datetime.datetime"):
         jobs.echo.perform_async(1, datetime.now(UTC))

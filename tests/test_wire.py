@@ -129,3 +129,53 @@ def test_display_class_prefers_wrapped() -> None:
     aj = json.loads(raw("queue_job_activejob.json"))
     assert wire.job_display_class(aj) == aj["wrapped"]
     assert wire.job_display_class({"class": "X", "display_class": "Y"}) == "Y"
+
+
+def _alike(count: int, **changes: object) -> list[dict[str, object]]:
+    """Payloads built as a bulk push builds them: one head, one timestamp, own args and jid."""
+    head = {"retry": True, "queue": "default", "tags": ["ünï", "b"]}
+    stamp = 1767225600.123456
+    out = []
+    for i in range(count):
+        payload = dict(head)
+        payload["args"] = [
+            i,
+            'ünïcødé ✓ "quoted" \\ \u2028',
+            {"nested": [1.5, None, True, {"k": "v"}]},
+            1e-07,
+        ]
+        payload["class"] = "shop.jobs.Ship"
+        payload["jid"] = wire.new_jid()
+        payload["created_at"] = stamp
+        payload["enqueued_at"] = stamp
+        out.append(payload)
+    for index, change in changes.items():
+        out[int(index.removeprefix("p"))].update(change)  # type: ignore[call-overload]
+    return out
+
+
+@pytest.mark.parametrize(
+    "payloads",
+    [
+        _alike(1),
+        _alike(5),
+        # A middleware changed one payload's shared field, added a key, or dropped the jid.
+        _alike(4, p2={"queue": "other"}),
+        _alike(4, p1={"bid": "b-1"}),
+        [*_alike(2), {k: v for k, v in _alike(1)[0].items() if k != "jid"}],
+        # Another key order, and a first payload whose shared value is not JSON-shaped alike.
+        [*_alike(2), dict(reversed(list(_alike(1)[0].items())))],
+        [{1: "int key", "args": [], "jid": "j"}, {1: "int key", "args": [2], "jid": "k"}],
+        _alike(3, p0={"args": "not a list"}),
+    ],
+    ids=["one", "bulk", "changed-queue", "extra-key", "no-jid", "reordered", "int-key", "odd-args"],
+)
+def test_dumps_alike_gives_exactly_the_bytes_of_dumps(payloads: list[dict[str, object]]) -> None:
+    assert wire.dumps_alike(payloads) == [wire.dumps(p) for p in payloads]  # type: ignore[arg-type]
+
+
+def test_dumps_alike_refuses_nan_like_dumps() -> None:
+    with pytest.raises(ValueError):
+        wire.dumps_alike(_alike(3, p0={"created_at": float("nan")}))  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        wire.dumps_alike(_alike(3, p1={"args": [float("inf")]}))  # type: ignore[arg-type]
