@@ -50,7 +50,7 @@ class Outage:
             logger.error("Redis at %s is unreachable (%s); retrying with back-off", self._url, exc)
 
     def recovered(self) -> None:
-        if not self._failing_threads and not self._reported:
+        if not self._failing_threads:  # and so nothing reported: a reported outage has a failing thread
             return
         with self._lock:
             if self._streak():

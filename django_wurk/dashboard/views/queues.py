@@ -26,6 +26,16 @@ def digest(raw: bytes) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
+def _listing(site: AdminSite) -> str:
+    """The queues page: where every queue action without a better place goes back to."""
+    return reverse(admin_url_name("queues"), current_app=site.name)
+
+
+def _no_queue_named(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    notify(request, messages.ERROR, "No queue named in the request.")
+    return HttpResponseRedirect(_listing(site))
+
+
 def index(request: HttpRequest, site: AdminSite) -> HttpResponse:
     rows = api.queue_summaries(wurk)
     context = {"rows": rows, "total": sum(r.size for r in rows), "here": request.get_full_path()}
@@ -58,7 +68,7 @@ def detail(request: HttpRequest, site: AdminSite, name: str) -> HttpResponse:
         "page_sizes": PAGE_SIZES,
         "oldest_first": oldest_first,
         "here": request.get_full_path(),
-        "crumbs": [("Queues", reverse(admin_url_name("queues"), current_app=site.name))],
+        "crumbs": [("Queues", _listing(site))],
     }
     return render_page(
         request, site, "django_wurk/dashboard/queue.html", f"Queue “{name}”", context, tab="queues"
@@ -81,8 +91,7 @@ def _find(queue: api.Queue, wanted: str, position: int) -> api.JobRecord | None:
 def delete_job(request: HttpRequest, site: AdminSite) -> HttpResponse:
     name = request.POST.get("name", "")
     if not name:
-        notify(request, messages.ERROR, "No queue named in the request.")
-        return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+        return _no_queue_named(request, site)
     queue = api.Queue(name, wurk)
     back = request.POST.get("next", "")
     target = reverse(admin_url_name("queue"), kwargs={"name": name}, current_app=site.name)
@@ -107,8 +116,7 @@ def clear(request: HttpRequest, site: AdminSite) -> HttpResponse:
     """POST without ``confirm`` shows the confirmation page; with ``confirm=yes`` it clears."""
     name = request.POST.get("name", "")
     if not name:
-        notify(request, messages.ERROR, "No queue named in the request.")
-        return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+        return _no_queue_named(request, site)
     queue = api.Queue(name, wurk)
     if request.POST.get("confirm") != "yes":
         size = queue.size()
@@ -119,7 +127,7 @@ def clear(request: HttpRequest, site: AdminSite) -> HttpResponse:
             "fields": [("name", name)],
             "button": "Yes, clear the queue",
             "cancel_url": reverse(admin_url_name("queue"), kwargs={"name": name}, current_app=site.name),
-            "crumbs": [("Queues", reverse(admin_url_name("queues"), current_app=site.name))],
+            "crumbs": [("Queues", _listing(site))],
         }
         return render_page(
             request,
@@ -135,7 +143,7 @@ def clear(request: HttpRequest, site: AdminSite) -> HttpResponse:
     notify(
         request, messages.SUCCESS, f"Cleared queue “{name}”: {size:,} job{'s' if size != 1 else ''} deleted."
     )
-    return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+    return HttpResponseRedirect(_listing(site))
 
 
 def _back(request: HttpRequest, site: AdminSite, name: str) -> str:
@@ -145,7 +153,7 @@ def _back(request: HttpRequest, site: AdminSite, name: str) -> str:
     string, so a queue's page keeps its page and order); anything else, another site
     included, goes to the queues list. The redirect is always built from our own URLs.
     """
-    listing = reverse(admin_url_name("queues"), current_app=site.name)
+    listing = _listing(site)
     page = reverse(admin_url_name("queue"), kwargs={"name": name}, current_app=site.name)
     path, _, query = request.POST.get("next", "").partition("?")
     for known in (listing, page):
@@ -157,8 +165,7 @@ def _back(request: HttpRequest, site: AdminSite, name: str) -> str:
 def _set_paused(request: HttpRequest, site: AdminSite, want_paused: bool) -> HttpResponse:
     name = request.POST.get("name", "")
     if not name:
-        notify(request, messages.ERROR, "No queue named in the request.")
-        return HttpResponseRedirect(reverse(admin_url_name("queues"), current_app=site.name))
+        return _no_queue_named(request, site)
     queue = api.Queue(name, wurk)
     if want_paused:
         if queue.pause():
