@@ -3,11 +3,12 @@
 What you may import from here is the public API; everything else may change.
 """
 
-from django_wurk.client import ClientBufferFull, EnqueueError
-from django_wurk.config import Config, ConfigError, QueueSpec
-from django_wurk.engine import UnknownJobError, Wurk, wurk
-from django_wurk.job import Job, JobFunction, Setter, job
-from django_wurk.wire import TimestampStyle
+from django_wurk.core.client import ClientBufferFull, EnqueueError
+from django_wurk.core.config import Config, ConfigError, QueueSpec
+from django_wurk.core.engine import UnknownJobError, Wurk, wurk
+from django_wurk.core.job import Job, JobFunction, Setter, job
+from django_wurk.core.version import __version__
+from django_wurk.core.wire import TimestampStyle
 
 __all__ = [
     "ClientBufferFull",
@@ -23,4 +24,5 @@ __all__ = [
     "Wurk",
     "job",
     "wurk",
+    "__version__",
 ]

@@ -16,7 +16,7 @@ class WurkConfig(AppConfig):
     def ready(self) -> None:
         from django_wurk import checks  # noqa: F401 - registers the system checks
         from django_wurk.conf import build_config
-        from django_wurk.engine import wurk
+        from django_wurk.core.engine import wurk
 
         # The configuration is built on first use, so an import or a `check` with a
         # broken setting reports it through the checks framework instead of crashing.

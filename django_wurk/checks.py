@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
-from django_wurk.config import ConfigError, redact_url
+from django_wurk.core.config import ConfigError, redact_url
 
 
 @register(Tags.compatibility, "wurk")
@@ -23,7 +23,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
 @register("wurk")
 def check_registry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from django_wurk.registry import registry
+    from django_wurk.core.registry import registry
 
     return [
         Error(
@@ -41,7 +41,7 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     from redis.exceptions import RedisError
 
     from django_wurk.conf import build_config
-    from django_wurk.redis import connect
+    from django_wurk.core.connection import connect
 
     try:
         config = build_config()

@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from environ.fileaware_mapping import FileAwareMapping
 
-from django_wurk.config import Config, ConfigError, setting_names
+from django_wurk.core.config import Config, ConfigError, setting_names
 
 ENV_PREFIX = "WURK_"
 

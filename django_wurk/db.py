@@ -18,7 +18,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
-from django_wurk.wire import Payload
+from django_wurk.core.wire import Payload
 
 _thread = threading.local()
 

@@ -20,11 +20,11 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import RedisError
 
-from django_wurk import keys, wire
-from django_wurk.client import Pusher, push_once
-from django_wurk.engine import Wurk
+from django_wurk.core import keys, wire
+from django_wurk.core.client import Pusher, push_once
+from django_wurk.core.engine import Wurk
+from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
-from django_wurk.wire import Payload
 
 logger = logging.getLogger("django_wurk.outbox")
 

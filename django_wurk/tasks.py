@@ -55,12 +55,12 @@ else:
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
-from django_wurk import keys, wire
-from django_wurk.engine import wurk
-from django_wurk.job import Job, Setter
-from django_wurk.registry import registry
+from django_wurk.core import keys, wire
+from django_wurk.core.engine import wurk
+from django_wurk.core.job import Job, Setter
+from django_wurk.core.registry import registry
+from django_wurk.core.wire import Payload
 from django_wurk.transaction import active_alias
-from django_wurk.wire import Payload
 
 SIDEKIQ_OPTIONS = ("retry", "retry_for", "retry_queue", "dead", "backtrace", "tags")
 DEFAULT_RESULT_TTL = 24 * 3600
@@ -289,7 +289,7 @@ class WurkBackend(BaseTaskBackend):
 
     def check(self, **kwargs: Any) -> list[checks.CheckMessage]:
         from django_wurk.conf import build_config
-        from django_wurk.config import ConfigError
+        from django_wurk.core.config import ConfigError
 
         messages = list(super().check(**kwargs))
         try:

@@ -15,11 +15,11 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from django_wurk import activejob, wire
-from django_wurk.client import NO_DELIVERY, Delivery
-from django_wurk.engine import Wurk
-from django_wurk.engine import wurk as default_wurk
-from django_wurk.wire import Payload
+from django_wurk.core import activejob, wire
+from django_wurk.core.client import NO_DELIVERY, Delivery
+from django_wurk.core.engine import Wurk
+from django_wurk.core.engine import wurk as default_wurk
+from django_wurk.core.wire import Payload
 
 
 def _wire_name(job: Any) -> str:

@@ -30,10 +30,10 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from redis.exceptions import RedisError
 
 from django_wurk import db
-from django_wurk.client import NO_DELIVERY, Delivery, Pusher
-from django_wurk.engine import Wurk
+from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher
+from django_wurk.core.engine import Wurk
+from django_wurk.core.wire import Payload
 from django_wurk.signals import push_failed
-from django_wurk.wire import Payload
 
 logger = logging.getLogger("django_wurk.transaction")
 

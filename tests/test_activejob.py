@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from django_wurk import activejob, wire
+from django_wurk.core import activejob, wire
 from tests.vectors import raw
 
 

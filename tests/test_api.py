@@ -1,4 +1,4 @@
-"""The data API (``django_wurk.api``) against a real server, real Sidekiq 6.4.1 bytes included.
+"""The data API (``django_wurk.core.api``) against a real server, real Sidekiq 6.4.1 bytes included.
 
 Everything is written to Redis by hand (as Ruby Sidekiq would have written it) and read back
 through the API, so these tests check the keys and encodings as well as the Python logic.
@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Config, TimestampStyle, Wurk, wire
-from django_wurk.api import (
+from django_wurk import Config, TimestampStyle, Wurk
+from django_wurk.core import wire
+from django_wurk.core.api import (
     DeadSet,
     JobRecord,
     Process,
@@ -29,7 +30,7 @@ from django_wurk.api import (
     Workers,
     parse_entry_key,
 )
-from django_wurk.worker.retry import RetryHandler
+from django_wurk.core.worker.retry import RetryHandler
 from tests.vectors import manifest, raw
 
 IDENTITY = "vm:11521:4704a400f737"

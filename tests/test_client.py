@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Job, Wurk, job
-from django_wurk.wire import TimestampStyle
+from django_wurk.core.wire import TimestampStyle
 from tests.jobsapp import jobs
 
 
@@ -118,7 +118,7 @@ def test_bulk_push_shares_one_enqueued_at_per_batch(wurk: Wurk, r: Any) -> None:
 
 def test_bulk_entries_are_the_bytes_a_single_push_writes(wurk: Wurk, r: Any) -> None:
     """Bulk pushes encode shared fields once; the stored bytes must not differ for it."""
-    from django_wurk import wire
+    from django_wurk.core import wire
 
     args = [(i, "ünïcødé ✓", {"n": [1.5, None]}) for i in range(5)]
     jobs.echo.set(tags=["a"]).perform_bulk(args)
@@ -235,7 +235,7 @@ def test_job_options_are_validated_when_defined() -> None:
 def test_wire_name_defaults_to_the_dotted_path() -> None:
     assert jobs.echo.wire_name == "tests.jobsapp.jobs.echo"
     assert jobs.PlainJob.wire_name == "PlainJob"
-    from django_wurk.registry import registry
+    from django_wurk.core.registry import registry
 
     assert registry.resolve("tests.jobsapp.jobs.echo") is jobs.echo.job_class
     assert registry.resolve("os.system") is None

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from django_wurk.config import Config, setting_names
+from django_wurk.core.config import Config, setting_names
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 KEY_CELL = re.compile(r"^`([A-Z][A-Z0-9_]*)`$")

@@ -14,8 +14,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from django_wurk import Wurk
-from django_wurk.config import QueueSpec
-from django_wurk.worker import Launcher
+from django_wurk.core.config import QueueSpec
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp import tasks
 

@@ -15,7 +15,7 @@ import pytest
 
 from django_wurk import Config, TimestampStyle, Wurk, testing
 from django_wurk import wurk as global_wurk
-from django_wurk.client import RedisPusher
+from django_wurk.core.client import RedisPusher
 from django_wurk.testing import FakeQueues, InlinePusher
 from django_wurk.transaction import unwrap
 from tests.jobsapp import testing_jobs
@@ -398,7 +398,7 @@ def test_non_json_arguments_raise_type_error_naming_them(
 
 
 def test_module_of_testing_jobs_uses_unique_wire_names() -> None:
-    from django_wurk.registry import registry
+    from django_wurk.core.registry import registry
 
     for fn in (collect, other, chain, explode):
         assert registry.resolve(fn.wire_name) is fn.job_class

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 import pytest
 
-from django_wurk import wire
+from django_wurk.core import wire
 from tests.vectors import JOB_VECTORS, VECTORS, raw
 
 # sidekiq-wire.md §11 (d)/(e): one backtrace, encoded strictly (7.2.3+/8.x) and wrapped (6.x).

@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Config, Wurk, wire
-from django_wurk.worker import Launcher
-from django_wurk.worker.fetch import QueueOrder
-from django_wurk.worker.retry import default_delay
+from django_wurk import Config, Wurk
+from django_wurk.core import wire
+from django_wurk.core.worker import Launcher
+from django_wurk.core.worker.fetch import QueueOrder
+from django_wurk.core.worker.retry import default_delay
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
 
@@ -273,8 +274,8 @@ def test_promotion_runs_client_middleware_and_buries_unreadable_entries(
 
 
 def test_two_pollers_never_push_one_entry_twice(wurk: Wurk, r: Any) -> None:
-    from django_wurk.worker.outage import Outage
-    from django_wurk.worker.scheduler import Poller
+    from django_wurk.core.worker.outage import Outage
+    from django_wurk.core.worker.scheduler import Poller
 
     for i in range(300):
         payload = {"retry": True, "queue": "race", "args": [i], "class": "X", "jid": f"{i:024x}"}
@@ -441,7 +442,7 @@ def test_shutdown_waits_for_jobs_that_finish_within_the_timeout(wurk: Wurk, r: A
 
 
 def test_strict_queue_order(wurk: Wurk, r: Any, test_config: Config) -> None:
-    from django_wurk.config import QueueSpec
+    from django_wurk.core.config import QueueSpec
 
     wurk.configure(test_config.replace(concurrency=1, queues=(QueueSpec("critical"), QueueSpec("default"))))
     for i in range(3):
@@ -462,8 +463,8 @@ def test_a_paused_queue_is_skipped_until_unpaused(
     wurk: Wurk, r: Any, test_config: Config, fetch: str
 ) -> None:
     """Sidekiq Pro's ``paused`` set: jobs wait in a paused queue, other queues run, unpause resumes."""
-    from django_wurk import api
-    from django_wurk.config import QueueSpec
+    from django_wurk.core import api
+    from django_wurk.core.config import QueueSpec
 
     # "low" first in strict order: a worker that ignored the pause would run its job first.
     wurk.configure(test_config.replace(fetch=fetch, queues=(QueueSpec("low"), QueueSpec("default"))))
@@ -489,7 +490,7 @@ def test_a_paused_queue_is_skipped_until_unpaused(
 def test_with_every_queue_paused_a_fetch_waits_and_still_acknowledges(
     wurk: Wurk, r: Any, test_config: Config, fetch: str
 ) -> None:
-    from django_wurk.worker.fetch import fetch_for
+    from django_wurk.core.worker.fetch import fetch_for
 
     config = test_config.replace(fetch=fetch, fetch_timeout=0.2)
     fetcher = fetch_for(config, wurk.redis, wurk.scripts, "testhost:1:paused")
@@ -510,7 +511,7 @@ def test_with_every_queue_paused_a_fetch_waits_and_still_acknowledges(
 
 
 def test_weighted_fetch_order_is_random_in_proportion(test_config: Config) -> None:
-    from django_wurk.config import QueueSpec
+    from django_wurk.core.config import QueueSpec
 
     config = test_config.replace(queues=(QueueSpec("a", 3), QueueSpec("b", 1)))
     order = QueueOrder(config)

@@ -26,7 +26,7 @@ class Wurk(PythonSystem):
         return None  # the driver itself runs in django-wurk's virtualenv
 
     def version(self) -> str:
-        from django_wurk.__about__ import __version__
+        from django_wurk import __version__
 
         return __version__
 

@@ -25,8 +25,8 @@ from django.shortcuts import render
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from django_wurk.config import ConfigError, redact_url
-from django_wurk.engine import wurk
+from django_wurk.core.config import ConfigError, redact_url
+from django_wurk.core.engine import wurk
 
 logger = logging.getLogger("django_wurk.dashboard")
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
 
-from django_wurk import keys
+from django_wurk.core import keys
+from django_wurk.core.engine import wurk
 from django_wurk.dashboard.access import UNAVAILABLE, admin_url_name
-from django_wurk.engine import wurk
 
 
 def _always() -> bool:

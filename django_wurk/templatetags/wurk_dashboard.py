@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from django_wurk import wire
+from django_wurk.core import wire
 
 register = template.Library()
 

@@ -16,8 +16,9 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from django_wurk import Wurk, keys, wire
-from django_wurk.worker.stats import Stats, queue_flush
+from django_wurk import Wurk
+from django_wurk.core import keys, wire
+from django_wurk.core.worker.stats import Stats, queue_flush
 
 PERMS = {"view": "view_dashboard", "manage": "manage_jobs"}
 

@@ -14,7 +14,8 @@ from django.contrib.messages import get_messages
 from django.http import HttpResponse
 from django.test import Client
 
-from django_wurk import Config, Wurk, keys, wire
+from django_wurk import Config, Wurk
+from django_wurk.core import keys, wire
 from django_wurk.dashboard.views.queues import digest
 from tests.dashboard.conftest import add_process, failed, payload, push, url, zadd
 

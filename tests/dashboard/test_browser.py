@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from django.contrib.auth.models import User
 
-from django_wurk import Config, Wurk, keys, wire
-from django_wurk.worker import Launcher
+from django_wurk import Config, Wurk
+from django_wurk.core import keys, wire
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.dashboard.conftest import add_process, failed, make_user, payload, push, write_metrics, zadd
 from tests.jobsapp import jobs

@@ -1,4 +1,4 @@
-"""``django_wurk.metrics`` reads back what the worker's stats flush writes (Sidekiq 8's keys)."""
+"""``django_wurk.core.metrics`` reads back what the worker's stats flush writes (Sidekiq 8's keys)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, metrics
+from django_wurk import Wurk
+from django_wurk.core import metrics
+from django_wurk.core.worker.stats import Stats, queue_flush
 from django_wurk.dashboard import charts
-from django_wurk.worker.stats import Stats, queue_flush
 
 NOW = datetime(2026, 11, 29, 9, 5, 30, tzinfo=UTC)
 

@@ -10,7 +10,8 @@ from typing import Any
 
 from django.test import Client
 
-from django_wurk import Wurk, keys, wire
+from django_wurk import Wurk
+from django_wurk.core import keys, wire
 from tests.dashboard.conftest import add_process, failed, payload, push, url, write_metrics, zadd
 
 NDASH = "\N{EN DASH}"

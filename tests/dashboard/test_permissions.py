@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_wurk import Wurk, keys
+from django_wurk import Wurk
+from django_wurk.core import keys
 from tests.dashboard.conftest import add_process, failed, payload, push, url, write_metrics, zadd
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from django_wurk import Config, ConfigError, Wurk, keys, wire
+from django_wurk import Config, ConfigError, Wurk
+from django_wurk.core import keys, wire
 from tests.dashboard.conftest import add_process, failed, payload, push, url, write_metrics, zadd
 from tests.dashboard.test_permissions import actions, pages
 

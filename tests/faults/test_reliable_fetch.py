@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django_wurk import Config, Wurk
-from django_wurk.worker import Launcher
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
 
@@ -123,7 +123,7 @@ def test_basic_fetch_is_still_available(wurk: Wurk, r: Any, test_config: Config)
 def test_an_idle_worker_blocks_on_every_queue_instead_of_polling(
     wurk: Wurk, r: Any, test_config: Config
 ) -> None:
-    from django_wurk.config import QueueSpec
+    from django_wurk.core.config import QueueSpec
 
     queues = (QueueSpec("a"), QueueSpec("b"), QueueSpec("c"))
     wurk.configure(test_config.replace(queues=queues, concurrency=3, fetch_timeout=1.0))

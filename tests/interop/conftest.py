@@ -140,8 +140,8 @@ def start_python_worker(wurk: Any, test_config: Any) -> Iterator[Callable[..., A
     """``start_python_worker("q1", "q2", timestamps=...)``: our in-process worker (what
     ``manage.py runwurk`` runs) on those queues (default: ``default``), with one thread unless
     told otherwise so each queue's order is observable; other keywords replace config fields."""
-    from django_wurk.config import QueueSpec
-    from django_wurk.worker import Launcher
+    from django_wurk.core.config import QueueSpec
+    from django_wurk.core.worker import Launcher
 
     started: list[Launcher] = []
 

@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, wire
-from django_wurk.activejob import RAILS_WRAPPER, SIDEKIQ_WRAPPER
-from django_wurk.api import Queue
-from django_wurk.worker import Launcher
+from django_wurk import Wurk
+from django_wurk.core import wire
+from django_wurk.core.activejob import RAILS_WRAPPER, SIDEKIQ_WRAPPER
+from django_wurk.core.api import Queue
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
 from tests.jobsapp import activejob_jobs
@@ -21,7 +22,7 @@ from tests.vectors import raw
 
 @pytest.fixture
 def python_worker(wurk: Wurk, test_config: Any) -> Iterator[Launcher]:
-    from django_wurk.config import QueueSpec
+    from django_wurk.core.config import QueueSpec
 
     queues = (QueueSpec("mailers"), QueueSpec("vectors_aj"), QueueSpec("default"))
     wurk.configure(test_config.replace(queues=queues))

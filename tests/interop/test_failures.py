@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, wire
-from django_wurk.api import DeadSet, RetrySet
-from django_wurk.registry import registry
-from django_wurk.worker import Launcher
-from django_wurk.worker.retry import default_delay
+from django_wurk import Wurk
+from django_wurk.core import wire
+from django_wurk.core.api import DeadSet, RetrySet
+from django_wurk.core.registry import registry
+from django_wurk.core.worker import Launcher
+from django_wurk.core.worker.retry import default_delay
 from tests.conftest import wait_for
 from tests.jobsapp import interop_failure_jobs as fj
 from tests.jobsapp import jobs

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Wurk
-from django_wurk.api import ProcessSet, Stats, Workers
-from django_wurk.config import QueueSpec
-from django_wurk.worker import Launcher
+from django_wurk.core.api import ProcessSet, Stats, Workers
+from django_wurk.core.config import QueueSpec
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
 

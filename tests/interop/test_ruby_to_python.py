@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, wire
-from django_wurk.worker import Launcher
+from django_wurk import Wurk
+from django_wurk.core import wire
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.values import SAMPLES, typed
 from tests.jobsapp import interop_jobs

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, wire
-from django_wurk.api import DeadSet, JobRecord, Queue, RetrySet
-from django_wurk.wire import TimestampStyle
+from django_wurk import Wurk
+from django_wurk.core import wire
+from django_wurk.core.api import DeadSet, JobRecord, Queue, RetrySet
+from django_wurk.core.wire import TimestampStyle
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
 from tests.interop.values import shape

@@ -27,8 +27,8 @@ from urllib.parse import urlencode, urlsplit
 import pytest
 
 from django_wurk import Config, Wurk
-from django_wurk.wire import TimestampStyle
-from django_wurk.worker import Launcher
+from django_wurk.core.wire import TimestampStyle
+from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import RUBY_DIR, ruby_env
 from tests.jobsapp import activejob_jobs, jobs

@@ -125,7 +125,7 @@ def kills_its_worker() -> None:
 @job
 def tracked(n: int, seconds: float = 0.0) -> None:
     """Records each run by jid, so a test can prove every job ran, and how often."""
-    from django_wurk.api import JobRecord  # noqa: F401  (keeps the import graph honest in workers)
+    from django_wurk.core.api import JobRecord  # noqa: F401  (keeps the import graph honest in workers)
 
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

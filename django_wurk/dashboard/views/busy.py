@@ -7,9 +7,9 @@ from django.contrib.admin import AdminSite
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from django_wurk import api, wire
+from django_wurk.core import api, wire
+from django_wurk.core.engine import wurk
 from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
-from django_wurk.engine import wurk
 
 ALL = "*"
 SIGNALS = {"quiet": "quieted", "stop": "told to stop"}

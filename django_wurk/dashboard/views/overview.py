@@ -11,11 +11,11 @@ from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.cache import never_cache
 
-from django_wurk import api
-from django_wurk.config import ConfigError
+from django_wurk.core import api
+from django_wurk.core.config import ConfigError
+from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
 from django_wurk.dashboard.access import UNAVAILABLE, View, admin_url_name, guard, render_page
-from django_wurk.engine import wurk
 
 HISTORY_DAYS = (7, 30, 90, 180)
 #: Seconds between two polls of the live graph.

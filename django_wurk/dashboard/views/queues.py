@@ -10,10 +10,10 @@ from django.contrib.admin import AdminSite
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from django_wurk import api
+from django_wurk.core import api
+from django_wurk.core.engine import wurk
 from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
-from django_wurk.engine import wurk
 
 #: Jobs on either side of the position a delete form was rendered at that are checked first.
 SEARCH_WINDOW = 100

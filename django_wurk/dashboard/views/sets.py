@@ -15,10 +15,10 @@ from django.contrib.admin import AdminSite
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
-from django_wurk import activejob, api
+from django_wurk.core import activejob, api
+from django_wurk.core.engine import wurk
 from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
-from django_wurk.engine import wurk
 
 #: A search collects at most this many matches (ZSCAN, so the set is never loaded whole).
 SEARCH_CAP = 1000

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_wurk.config import ConfigError, parse_queue, redact_url
+from django_wurk.core.config import ConfigError, parse_queue, redact_url
 
 
 class Command(BaseCommand):
@@ -45,7 +45,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from django_wurk import logging as wurk_logging
         from django_wurk.conf import build_config
-        from django_wurk.engine import wurk
+        from django_wurk.core.engine import wurk
 
         queues = None
         if options["queues"]:
@@ -83,8 +83,8 @@ class Command(BaseCommand):
     def _run_swarm(self) -> None:
         from django.db import connections
 
-        from django_wurk.engine import wurk
-        from django_wurk.worker.swarm import Swarm
+        from django_wurk.core.engine import wurk
+        from django_wurk.core.worker.swarm import Swarm
 
         config = wurk.config
 
@@ -110,9 +110,9 @@ class Command(BaseCommand):
         import atexit
         import threading
 
+        from django_wurk.core.engine import wurk
+        from django_wurk.core.worker import Launcher
         from django_wurk.db import CloseOldConnections
-        from django_wurk.engine import wurk
-        from django_wurk.worker import Launcher
 
         # Only worker threads need it; tests and inline runs keep Django's own handling
         # (its test tools detach close_old_connections for the same reason).

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from django_wurk.wire import TimestampStyle
+from django_wurk.core.wire import TimestampStyle
 
 QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
 ENQUEUE_MODES = ("on_commit", "immediate", "outbox")

@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from django_wurk import wire
-from django_wurk.worker.fetch import UnitOfWork
-from django_wurk.worker.retry import bury
+from django_wurk.core import wire
+from django_wurk.core.worker.fetch import UnitOfWork
+from django_wurk.core.worker.retry import bury
 
 if TYPE_CHECKING:
-    from django_wurk.worker.manager import Manager
+    from django_wurk.core.worker.manager import Manager
 
 logger = logging.getLogger("django_wurk.processor")
-job_logger = logging.getLogger("django_wurk.job")
+job_logger = logging.getLogger("django_wurk.core.job")
 
 #: The class name an undecodable payload is filed under in the dead set.
 INVALID_PAYLOAD_CLASS = "django_wurk.InvalidPayload"

@@ -13,10 +13,10 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from django_wurk.job import Job
+    from django_wurk.core.job import Job
 
 
-logger = logging.getLogger("django_wurk.registry")
+logger = logging.getLogger("django_wurk.core.registry")
 
 
 class Registry:

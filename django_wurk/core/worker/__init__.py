@@ -5,6 +5,6 @@ manager owns the processor threads; a processor asks the fetcher for work and ha
 failures to the retry handler. Each piece is one module.
 """
 
-from django_wurk.worker.launcher import Launcher
+from django_wurk.core.worker.launcher import Launcher
 
 __all__ = ["Launcher"]

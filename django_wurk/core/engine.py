@@ -12,13 +12,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django_wurk import activejob, wire
-from django_wurk.client import BufferedPusher, Client, Pusher, RedisPusher
-from django_wurk.config import Config
-from django_wurk.middleware import Chain
-from django_wurk.redis import Redis, Scripts, ThreadLines, connect
-from django_wurk.registry import Registry, registry
-from django_wurk.wire import Payload
+from django_wurk.core import activejob, wire
+from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher
+from django_wurk.core.config import Config
+from django_wurk.core.connection import Redis, Scripts, ThreadLines, connect
+from django_wurk.core.middleware import Chain
+from django_wurk.core.registry import Registry, registry
+from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk")
 
@@ -94,7 +94,7 @@ class Wurk:
 
     @property
     def lines(self) -> ThreadLines:
-        """Each thread's own connection, for pushes (see ``django_wurk.redis.Line``)."""
+        """Each thread's own connection, for pushes (see ``django_wurk.core.connection.Line``)."""
         self.redis  # noqa: B018 - connects on first use
         assert self._lines is not None
         return self._lines

@@ -18,14 +18,14 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from django_wurk import keys, wire
-from django_wurk.worker.fetch import UnitOfWork, seconds_since
-from django_wurk.worker.loop import Loop
-from django_wurk.worker.outage import Outage
-from django_wurk.worker.processor import invalid_payload_envelope
+from django_wurk.core import keys, wire
+from django_wurk.core.worker.fetch import UnitOfWork, seconds_since
+from django_wurk.core.worker.loop import Loop
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.processor import invalid_payload_envelope
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.reaper")
 

@@ -20,15 +20,15 @@ import traceback
 from types import FrameType
 from typing import TYPE_CHECKING
 
-from django_wurk.worker.heartbeat import Heartbeat
-from django_wurk.worker.manager import Manager
-from django_wurk.worker.outage import Outage
-from django_wurk.worker.reaper import Reaper
-from django_wurk.worker.scheduler import Poller
-from django_wurk.worker.stats import Stats
+from django_wurk.core.worker.heartbeat import Heartbeat
+from django_wurk.core.worker.manager import Manager
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.reaper import Reaper
+from django_wurk.core.worker.scheduler import Poller
+from django_wurk.core.worker.stats import Stats
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.launcher")
 

@@ -15,11 +15,11 @@ import traceback
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from django_wurk import keys, wire
-from django_wurk.wire import Payload
+from django_wurk.core import keys, wire
+from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.retry")
 

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from django_wurk import __about__, keys, wire
-from django_wurk.worker.outage import Outage
-from django_wurk.worker.stats import Stats, queue_flush
+from django_wurk.core import version
+from django_wurk.core import keys, wire
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.stats import Stats, queue_flush
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
-    from django_wurk.worker.manager import Manager
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.worker.manager import Manager
 
 logger = logging.getLogger("django_wurk.heartbeat")
 
@@ -78,7 +79,7 @@ class Heartbeat:
             "capsules": {"default": {"concurrency": config.concurrency, "mode": mode, "weights": weights}},
             "labels": list(config.labels),
             "identity": self.identity,
-            "version": __about__.__version__,
+            "version": version.__version__,
             "embedded": False,
         }
 

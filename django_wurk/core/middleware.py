@@ -15,10 +15,10 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from django_wurk.wire import Payload
+from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
-    from django_wurk.job import Job
+    from django_wurk.core.job import Job
 
 
 class ClientMiddleware(Protocol):

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from redis import exceptions as redis_exceptions
 
-from django_wurk import keys, wire
-from django_wurk.config import redact_url
-from django_wurk.wire import Payload
+from django_wurk.core import keys, wire
+from django_wurk.core.config import redact_url
+from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
-logger = logging.getLogger("django_wurk.client")
+logger = logging.getLogger("django_wurk.core.client")
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:

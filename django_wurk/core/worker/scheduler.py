@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk import keys, wire
-from django_wurk.worker.fetch import UnitOfWork
-from django_wurk.worker.loop import Loop
-from django_wurk.worker.processor import invalid_payload_envelope
-from django_wurk.worker.retry import bury
+from django_wurk.core import keys, wire
+from django_wurk.core.worker.fetch import UnitOfWork
+from django_wurk.core.worker.loop import Loop
+from django_wurk.core.worker.processor import invalid_payload_envelope
+from django_wurk.core.worker.retry import bury
 
 if TYPE_CHECKING:
     pass

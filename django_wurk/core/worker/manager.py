@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.worker.fetch import UnitOfWork, fetch_for
-from django_wurk.worker.outage import Outage
-from django_wurk.worker.processor import Processor, Shutdown, Work
-from django_wurk.worker.retry import RetryHandler
-from django_wurk.worker.stats import Stats
+from django_wurk.core.worker.fetch import UnitOfWork, fetch_for
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.processor import Processor, Shutdown, Work
+from django_wurk.core.worker.retry import RetryHandler
+from django_wurk.core.worker.stats import Stats
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.manager")
 

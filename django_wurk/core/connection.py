@@ -4,7 +4,7 @@ One blocking connection pool per process, sized for the worker threads plus the 
 and heartbeat. redis-py pools notice a fork (they compare pids) and drop inherited
 sockets, so a forked child never shares a socket with its parent.
 
-Each Lua script lives in ``django_wurk/lua/<name>.lua`` and is registered once per
+Each Lua script lives in ``django_wurk/core/lua/<name>.lua`` and is registered once per
 client; redis-py's ``Script`` sends EVALSHA and falls back to loading the script on
 NOSCRIPT, which also covers a server restarted underneath us.
 """
@@ -20,7 +20,7 @@ from typing import Any, TypeAlias
 
 import redis
 
-from django_wurk.config import Config
+from django_wurk.core.config import Config
 
 #: redis-py's annotations type every reply as ``Awaitable | Any`` (one client class serves
 #: sync and async), which checks nothing and forces casts everywhere; we treat replies as
@@ -51,7 +51,7 @@ def connect(config: Config) -> Redis:
 
 @cache
 def script_source(name: str) -> str:
-    return resources.files("django_wurk").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+    return resources.files("django_wurk").joinpath("core", "lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
 #: Bumped in every forked child, so connections made before a fork are never reused after it

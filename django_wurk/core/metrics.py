@@ -4,7 +4,7 @@ Workers (ours and Sidekiq 8's) write, per minute and per job class, ``<class>|p`
 (executions, failures included), ``<class>|f`` (failures) and ``<class>|ms`` (milliseconds
 spent in successful executions) into the minutely hash ``j|YYMMDD|H:MM`` (kept 8 hours)
 and the ten-minute rollup ``j|YYMMDD|H:M`` (kept 3 days), plus a 26-bucket execution-time
-histogram ``h|<class>-D-H:M`` (kept 8 hours). See ``django_wurk.worker.stats``.
+histogram ``h|<class>-D-H:M`` (kept 8 hours). See ``django_wurk.core.worker.stats``.
 
 Like Sidekiq's Web UI, periods of up to 8 hours read the minutely hashes (one per minute)
 and longer periods the rollups (one per ten minutes); every read is one pipeline, so a
@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django_wurk import keys
-from django_wurk.engine import Wurk
-from django_wurk.engine import wurk as default_wurk
-from django_wurk.worker.stats import HISTOGRAM_BOUNDS
+from django_wurk.core import keys
+from django_wurk.core.engine import Wurk
+from django_wurk.core.engine import wurk as default_wurk
+from django_wurk.core.worker.stats import HISTOGRAM_BOUNDS
 
 #: The longest period the minutely hashes (and the histograms) cover.
 MINUTELY_LIMIT = keys.METRICS_MINUTE_TTL // 60

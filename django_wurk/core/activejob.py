@@ -20,7 +20,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from django_wurk.wire import Payload
+from django_wurk.core.wire import Payload
 
 #: Rails' adapter wrapper (Sidekiq 6.x-8.x all run it) and Sidekiq 8's own name.
 RAILS_WRAPPER = "ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper"

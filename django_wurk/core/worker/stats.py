@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from django_wurk import keys
+from django_wurk.core import keys
 
 #: Exclusive upper bounds (ms) of the histogram buckets; the last bucket is unbounded.
 HISTOGRAM_BOUNDS = (

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from django_wurk import activejob, keys, wire
-from django_wurk.engine import Wurk
-from django_wurk.engine import wurk as default_wurk
-from django_wurk.worker.retry import bury
+from django_wurk.core import activejob, keys, wire
+from django_wurk.core.engine import Wurk
+from django_wurk.core.engine import wurk as default_wurk
+from django_wurk.core.worker.retry import bury
 
 PAGE = 100
 

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.worker.outage import Outage
+from django_wurk.core.worker.outage import Outage
 
 if TYPE_CHECKING:
-    from django_wurk.engine import Wurk
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.loop")
 

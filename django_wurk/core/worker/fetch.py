@@ -32,9 +32,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from django_wurk import keys
-from django_wurk.config import Config
-from django_wurk.redis import Line, Redis, Scripts
+from django_wurk.core import keys
+from django_wurk.core.config import Config
+from django_wurk.core.connection import Line, Redis, Scripts
 
 logger = logging.getLogger("django_wurk.fetch")
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
 
-from django_wurk.config import QUEUE_NAME
-from django_wurk.engine import wurk
-from django_wurk.registry import registry
-from django_wurk.wire import Payload, check_json_native
+from django_wurk.core.config import QUEUE_NAME
+from django_wurk.core.engine import wurk
+from django_wurk.core.registry import registry
+from django_wurk.core.wire import Payload, check_json_native
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -102,7 +102,7 @@ class Job:
     #: Further payload keys (Sidekiq options this engine does not interpret).
     options: ClassVar[Mapping[str, Any]] = {}
     #: Enqueue in Rails' ActiveJob wrapper shape, so a Rails app's worker can run it as the
-    #: ActiveJob class named ``wire_name`` (see ``django_wurk.activejob``).
+    #: ActiveJob class named ``wire_name`` (see ``django_wurk.core.activejob``).
     activejob: ClassVar[bool] = False
 
     jid: str
@@ -198,7 +198,7 @@ class Setter:
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
         if self.job_class.activejob:
-            from django_wurk import activejob
+            from django_wurk.core import activejob
 
             return activejob.wrap(payload)
         return payload

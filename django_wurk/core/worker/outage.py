@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import threading
 
-from django_wurk.config import redact_url
+from django_wurk.core.config import redact_url
 
-logger = logging.getLogger("django_wurk.redis")
+logger = logging.getLogger("django_wurk.core.connection")
 
 
 class Outage:
