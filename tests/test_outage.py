@@ -25,14 +25,14 @@ def in_thread(step: Callable[[], None]) -> None:
 
 
 def logged(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "django_wurk.core.connection"]
+    return [r.getMessage() for r in caplog.records if r.name == "django_wurk.redis"]
 
 
 def test_one_outage_seen_by_many_threads_is_reported_once_and_its_end_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     outage = Outage("redis://:secret@example:6379/0")
-    caplog.set_level(logging.INFO, logger="django_wurk.core.connection")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
     # Seven loops (processors, poller, heartbeat, reaper) each fail three times, then all succeed.
     all_failed = threading.Barrier(7)
 
@@ -61,7 +61,7 @@ def test_stale_connections_failing_once_after_a_restart_are_not_a_second_outage(
 ) -> None:
     """The CI failure: after Redis came back, four threads' old sockets each failed once."""
     outage = Outage("redis://127.0.0.1:6379/0")
-    caplog.set_level(logging.INFO, logger="django_wurk.core.connection")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
     in_thread(lambda: (outage.failed(REFUSED), outage.failed(REFUSED), outage.recovered()))
     assert len(logged(caplog)) == 2  # unreachable, then reachable again
     for _ in range(4):
@@ -81,7 +81,7 @@ def test_stale_connections_failing_once_after_a_restart_are_not_a_second_outage(
 
 def test_a_thread_failing_twice_in_a_row_is_an_outage_and_backs_off(caplog: pytest.LogCaptureFixture) -> None:
     outage = Outage("redis://127.0.0.1:6379/0")
-    caplog.set_level(logging.INFO, logger="django_wurk.core.connection")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
     delays: list[float] = []
 
     def flaky() -> None:

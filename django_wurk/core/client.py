@@ -26,7 +26,7 @@ from django_wurk.core.wire import Payload
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
 
-logger = logging.getLogger("django_wurk.core.client")
+logger = logging.getLogger("django_wurk.client")
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from django_wurk.core.job import Job
 
 
-logger = logging.getLogger("django_wurk.core.registry")
+logger = logging.getLogger("django_wurk.registry")
 
 
 class Registry:

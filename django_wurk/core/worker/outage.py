@@ -7,7 +7,7 @@ import threading
 
 from django_wurk.core.config import redact_url
 
-logger = logging.getLogger("django_wurk.core.connection")
+logger = logging.getLogger("django_wurk.redis")
 
 
 class Outage:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from django_wurk.core.worker.manager import Manager
 
 logger = logging.getLogger("django_wurk.processor")
-job_logger = logging.getLogger("django_wurk.core.job")
+job_logger = logging.getLogger("django_wurk.job")
 
 #: The class name an undecodable payload is filed under in the dead set.
 INVALID_PAYLOAD_CLASS = "django_wurk.InvalidPayload"
