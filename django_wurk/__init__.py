@@ -6,11 +6,15 @@ What you may import from here is the public API; everything else may change.
 from django_wurk.core.client import ClientBufferFull, EnqueueError
 from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
+from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
 
 __all__ = [
+    "Batch",
+    "BatchCallback",
+    "BatchStatus",
     "ClientBufferFull",
     "Config",
     "ConfigError",
@@ -22,7 +26,7 @@ __all__ = [
     "TimestampStyle",
     "UnknownJobError",
     "Wurk",
+    "__version__",
     "job",
     "wurk",
-    "__version__",
 ]

@@ -23,9 +23,10 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from redis.exceptions import RedisError
 
@@ -132,6 +133,27 @@ class TransactionAwarePusher:
             self.inner.push(payloads, at)
             return
         transaction.on_commit(functools.partial(self._after_commit, list(payloads), at), using=alias)
+
+    def defer_until_commit(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` (a write that is not a plain push: a batch) when the open transaction
+        commits, by the same rule as pushes; False when it should run now instead.
+
+        Outbox mode refuses: a row in the outbox carries jobs, not a batch, so a batch
+        written there could not keep the outbox's promise of surviving a crash after commit.
+        """
+        config = self.wurk.config
+        if config.enqueue == "immediate":
+            return False
+        alias = active_alias(config.database)
+        if alias is None:
+            return False
+        if config.enqueue == "outbox":
+            raise ImproperlyConfigured(
+                "a batch cannot be written inside a transaction with WURK['ENQUEUE'] = 'outbox'; "
+                "open the batch's jobs() block after the commit (transaction.on_commit)"
+            )
+        transaction.on_commit(action, using=alias)
+        return True
 
     def _after_commit(self, payloads: list[Payload], at: float | None) -> None:
         try:

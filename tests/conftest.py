@@ -53,15 +53,16 @@ def wurk(test_config: Config) -> Iterator[Wurk]:
     """The global engine, configured for this test's Redis, with a flushed database."""
     previous = (global_wurk._config, global_wurk._loader)
     chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
+    handlers = (list(global_wurk.error_handlers), list(global_wurk.death_handlers))
     global_wurk.configure(test_config)
     global_wurk.redis.flushdb()
     try:
         yield global_wurk
     finally:
-        # Back to what the Django app installed (CloseOldConnections), whatever the test added.
+        # Back to what the Django app and the features installed (CloseOldConnections, batches),
+        # whatever the test added.
         global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
-        global_wurk.error_handlers.clear()
-        global_wurk.death_handlers.clear()
+        global_wurk.error_handlers[:], global_wurk.death_handlers[:] = handlers
         global_wurk._config, global_wurk._loader = previous
         global_wurk._drop_connections()
 

@@ -14,7 +14,9 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from redis import exceptions as redis_exceptions
@@ -40,6 +42,30 @@ class Pusher(Protocol):
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
     ) -> None: ...
+
+
+#: Where ``Client.push``/``push_bulk`` send jobs in this context instead of the engine's
+#: pusher (a batch's open ``jobs()`` block collects them, to write them all at once).
+_capture: ContextVar[Pusher | None] = ContextVar("django_wurk_capture", default=None)
+
+
+def capturing() -> Pusher | None:
+    """What collects the pushes made in this context, if anything does."""
+    return _capture.get()
+
+
+@contextmanager
+def capture(target: Pusher | None) -> Iterator[None]:
+    """Send this context's new pushes to ``target`` (``None``: to the pusher, as usual).
+
+    Only new jobs are captured: promotions (retries, scheduled jobs, a dead job retried)
+    and inline runs clear the capture for their own middleware pass.
+    """
+    token = _capture.set(target)
+    try:
+        yield
+    finally:
+        _capture.reset(token)
 
 
 class EnqueueError(redis_exceptions.ConnectionError):
@@ -205,7 +231,7 @@ class Client:
         prepared = self.prepare(payload)
         if prepared is None:
             return None
-        self.wurk.pusher.push([prepared], at, delivery)
+        (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return jid
 
@@ -219,7 +245,8 @@ class Client:
         """
         payload = dict(payload)
         payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
-        prepared = self.prepare(payload)
+        with capture(None):
+            prepared = self.prepare(payload)
         queue = str((prepared or payload).get("queue") or "default")
         body = wire.dumps(prepared) if prepared is not None else ""
         moved = self.wurk.scripts.promote(
@@ -238,6 +265,7 @@ class Client:
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         jids: list[str | None] = []
+        pusher = _capture.get() or self.wurk.pusher
         for start in range(0, len(payloads), batch_size):
             ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
@@ -247,5 +275,5 @@ class Client:
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
-            self.wurk.pusher.push(ready, at, delivery)
+            pusher.push(ready, at, delivery)
         return jids

@@ -103,6 +103,12 @@ class Config:
     dashboard_read_only: bool = False
     #: A bearer token that lets monitoring read the dashboard's JSON stats without a login ("" = off).
     dashboard_stats_token: str = field(default="", repr=False)
+    #: Seconds a batch and all its keys live while it has not succeeded (``Batch(expires_in=)``).
+    batch_expires_in: int = 30 * 24 * 3600
+    #: Seconds a batch is kept after its success fired (``Batch(linger=)``), for its status page.
+    batch_linger: int = 24 * 3600
+    #: The most entries the ``batches`` and ``dead-batches`` indexes keep (oldest trimmed first).
+    batch_index_max: int = 1_000_000
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -248,6 +254,9 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "max_recoveries",
         "processes",
         "client_buffer",
+        "batch_expires_in",
+        "batch_linger",
+        "batch_index_max",
     ):
         return _number(key, raw, int)
     if name in (
@@ -300,6 +309,9 @@ def _validate(c: Config) -> None:
         "PROCESS_DEAD_AFTER": c.process_dead_after,
         "REAPER_INTERVAL": c.reaper_interval,
         "MAX_RECOVERIES": c.max_recoveries,
+        "BATCH_EXPIRES_IN": c.batch_expires_in,
+        "BATCH_LINGER": c.batch_linger,
+        "BATCH_INDEX_MAX": c.batch_index_max,
     }
     for key, value in positive.items():
         if not value > 0:

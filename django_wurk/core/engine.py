@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django_wurk.core import activejob, wire
-from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher
+from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher, capture
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, Scripts, ThreadLines, connect
 from django_wurk.core.middleware import Chain
@@ -146,7 +146,8 @@ class Wurk:
 
         The JSON round trip makes an inline run see exactly what a worker would.
         """
-        prepared = self.client.prepare(payload)
+        with capture(None):  # run now, not collected by an open batch block
+            prepared = self.client.prepare(payload)
         if prepared is None:
             return None
         prepared["enqueued_at"] = wire.now_stamp(self.config.timestamps)

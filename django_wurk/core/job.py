@@ -13,12 +13,15 @@ import functools
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
 
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
 from django_wurk.core.registry import registry
 from django_wurk.core.wire import Payload, check_json_native
+
+if TYPE_CHECKING:
+    from django_wurk.core.features.batches import Batch
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -141,6 +144,27 @@ class Job:
     def retries_exhausted(self, payload: Payload, exc: BaseException) -> str | None:
         """Called once when retries run out; return ``"discard"`` to skip the dead set."""
         return None
+
+    # Batches (see docs/batches.md) -------------------------------------------------------
+
+    @property
+    def bid(self) -> str | None:
+        """The id of the batch this job belongs to, if any."""
+        bid = getattr(self, "payload", {}).get("bid")
+        return bid if isinstance(bid, str) and bid else None
+
+    @property
+    def batch(self) -> Batch | None:
+        """This job's batch, to add jobs to it (``with self.batch.jobs(): ...``)."""
+        from django_wurk.core.features.batches import Batch
+
+        bid = self.bid
+        return Batch(bid=bid) if bid else None
+
+    def valid_within_batch(self) -> bool:
+        """False once this job's batch (or an ancestor) was invalidated: skip the work."""
+        batch = self.batch
+        return batch.valid() if batch is not None else True
 
     # Enqueueing -----------------------------------------------------------------------
 

@@ -29,6 +29,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_wurk.reaper")
 
+
+class WorkerDied(RuntimeError):
+    """What death handlers are told when a job is buried for killing its workers."""
+
+
 RELEASE_LEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
@@ -86,6 +91,8 @@ class Reaper(Loop):
                 ]
                 ok = self.wurk.scripts.requeue(keys=[private, keys.DEAD, keys.QUEUES], args=args)
                 buried += int(ok)
+                if ok:
+                    self._report_death(new)
             else:
                 args = [raw, new, "", queue_name, "", ""]
                 ok = self.wurk.scripts.requeue(keys=[private, keys.queue(queue_name), keys.QUEUES], args=args)
@@ -99,6 +106,14 @@ class Reaper(Loop):
                 buried,
             )
         return moved + buried
+
+    def _report_death(self, buried: str) -> None:
+        """Every way into the dead set tells the death handlers (a batch waits for its jobs' fate)."""
+        try:
+            payload = wire.loads(buried)
+        except wire.PayloadError:
+            return  # an unreadable job names no batch or anything else to tell
+        self.wurk.report_death(payload, WorkerDied(str(payload.get("error_message", ""))))
 
     def _next_life(self, raw: bytes, queue_name: str, identity: str) -> tuple[str, bool]:
         """The payload to write back, and whether it goes to the dead set instead of its queue."""

@@ -1,0 +1,142 @@
+"""How batches plug into the engine: middleware and handlers, never the processor.
+
+* Client middleware: a job pushed inside an open ``jobs()`` block gets the block's
+  ``bid``; a failed batch job pushed again (a retry, or a dead job retried from the dead
+  set) rejoins its batch if it had died.
+* Server middleware: while a batch job runs, its bid is this context's running batch (so
+  ``Batch.current()`` and child batches find it); when it returns, its success is counted.
+* Error handler: a batch job that raised is marked failing.
+* Death handler: a batch job that died (dead set, discarded, ``retry: False``, killed from
+  the API, buried as a poison pill) is marked dead, which may fire ``death`` and ``complete``.
+
+Each of these is one call of the batch script (one round trip), and each is idempotent, so
+a job run twice (reliable fetch recovering it after a crash) is counted once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from django_wurk.core.client import capturing
+from django_wurk.core.features.batches.batch import _Block, running_bid
+from django_wurk.core.features.batches.script import run, writes_to_redis
+from django_wurk.core.wire import Payload
+
+if TYPE_CHECKING:
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.job import Job
+
+logger = logging.getLogger("django_wurk.batches")
+
+
+def _bid(payload: Any) -> str | None:
+    bid = payload.get("bid") if isinstance(payload, dict) else None
+    return bid if isinstance(bid, str) and bid else None
+
+
+def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
+    """Count an outcome, riding out a short Redis outage.
+
+    The job has finished; raising here would retry a job that succeeded. So the call is
+    retried (it is idempotent) until a deadline, then given up on loudly: the batch will
+    not fire until the job runs again.
+    """
+    deadline = time.monotonic() + max(wurk.config.timeout, 5.0) * 4
+    delay = 0.1
+    while True:
+        try:
+            run(wurk, op, bid, jid)
+            return
+        except (RedisError, OSError) as exc:
+            if time.monotonic() > deadline:
+                logger.critical("could not record %s of job %s in batch %s (%s)", op, jid, bid, exc)
+                wurk.report_error(exc, {"context": f"batch {op}", "bid": bid, "jid": jid})
+                return
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+
+class BatchClientMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(
+        self, job_class: str, payload: Payload, queue: str, call_next: Callable[[], Payload | None]
+    ) -> Payload | None:
+        block = capturing()
+        if isinstance(block, _Block):
+            payload["bid"] = block.bid
+        elif "error_class" in payload:
+            bid = _bid(payload)
+            if bid is not None and writes_to_redis(self.wurk):
+                self._rejoin(bid, str(payload.get("jid", "")))
+        return call_next()
+
+    def _rejoin(self, bid: str, jid: str) -> None:
+        try:
+            run(self.wurk, "rejoin", bid, jid)
+        except (RedisError, OSError) as exc:
+            # The push itself goes on; the job is counted when it finishes either way.
+            logger.warning("could not rejoin job %s to batch %s: %s", jid, bid, exc)
+
+
+class BatchServerMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        bid = _bid(payload)
+        if bid is None:
+            call_next()
+            return
+        token = running_bid.set(bid)
+        try:
+            call_next()
+        finally:
+            running_bid.reset(token)
+        if writes_to_redis(self.wurk):
+            record(self.wurk, "success", bid, str(payload.get("jid", "")))
+
+
+class BatchErrorHandler:
+    """Marks a failing batch job (the retry handler decides what happens to it next)."""
+
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, exc: BaseException, context: dict[str, Any]) -> None:
+        bid = _bid(context.get("job"))
+        if bid is None or not writes_to_redis(self.wurk):
+            return
+        try:
+            run(self.wurk, "failed", bid, str(context["job"].get("jid", "")))
+        except (RedisError, OSError) as error:
+            logger.warning("could not mark a failure in batch %s: %s", bid, error)
+
+
+class BatchDeathHandler:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, payload: Payload, exc: BaseException) -> None:
+        bid = _bid(payload)
+        if bid is not None and writes_to_redis(self.wurk):
+            record(self.wurk, "death", bid, str(payload.get("jid", "")))
+
+
+def install(wurk: Wurk) -> None:
+    """Plug batches into ``wurk`` (idempotent)."""
+    if BatchClientMiddleware not in wurk.client_middleware:
+        wurk.client_middleware.add(BatchClientMiddleware, wurk)
+    if BatchServerMiddleware not in wurk.server_middleware:
+        # Outermost: it counts the job only once every other middleware let it finish.
+        wurk.server_middleware.prepend(BatchServerMiddleware, wurk)
+    if not any(isinstance(h, BatchErrorHandler) for h in wurk.error_handlers):
+        wurk.error_handlers.append(BatchErrorHandler(wurk))
+    if not any(isinstance(h, BatchDeathHandler) for h in wurk.death_handlers):
+        wurk.death_handlers.append(BatchDeathHandler(wurk))

@@ -1,0 +1,401 @@
+-- Batches: every change to a batch is one call of this script, so each transition is one
+-- atomic step. Two workers finishing a batch's last two jobs at the same moment run one
+-- after the other here, and exactly one of them sees the batch drained and fires it.
+--
+-- Keys are built from the bid, with the names django_wurk/core/features/batches/keys.py
+-- documents: b-<bid> (hash), b-<bid>-jids (live jids), -failed, -died, -kids (children),
+-- -pkids (children not complete), -ukids (children not succeeded), -callbacks (list of
+-- raw JSON [event, target, options]), and the indexes "batches" and "dead-batches".
+-- (Keys named inside a script tie this to a single Redis, which django-wurk needs anyway.)
+--
+-- Common arguments:
+-- ARGV[1] operation, ARGV[2] now as "%.6f" epoch seconds, ARGV[3] now as a job timestamp
+-- (JSON number text, in the configured style), ARGV[4] wire name of the callback job,
+-- ARGV[5] index window in seconds (older entries of the indexes are trimmed),
+-- ARGV[6] index size cap, ARGV[7] callbacks cap per batch; ARGV[8...] per operation.
+local op = ARGV[1]
+local now = ARGV[2]
+local stamp = ARGV[3]
+local callback_job = ARGV[4]
+local index_age = tonumber(ARGV[5])
+local index_max = tonumber(ARGV[6])
+local callbacks_max = tonumber(ARGV[7])
+-- A parent chain deeper than this is not followed (it would be a loop or a mistake).
+local MAX_DEPTH = 64
+local SUFFIXES = { "jids", "failed", "died", "kids", "pkids", "ukids", "callbacks" }
+
+local function k(bid, suffix)
+  if suffix then
+    return "b-" .. bid .. "-" .. suffix
+  end
+  return "b-" .. bid
+end
+
+-- Give a key the batch's remaining lifetime unless it already has one (EXPIRE ... NX), so a
+-- key created late (a first failure, a first child) never lives on without a TTL and never
+-- outlives its batch.
+local function keep(bid, key)
+  local ttl = redis.call("TTL", k(bid))
+  if ttl > 0 then
+    redis.call("EXPIRE", key, ttl, "NX")
+  end
+end
+
+-- Add to an index and trim it in the same step: by age, then by size.
+local function index_add(index, bid)
+  redis.call("ZADD", index, now, bid)
+  redis.call("ZREMRANGEBYSCORE", index, "-inf", "(" .. string.format("%.6f", tonumber(now) - index_age))
+  redis.call("ZREMRANGEBYRANK", index, 0, -(index_max + 1))
+end
+
+local function parent_of(bid)
+  local parent = redis.call("HGET", k(bid), "parent_bid")
+  if not parent or parent == "" or redis.call("EXISTS", k(parent)) == 0 then
+    return nil
+  end
+  return parent
+end
+
+-- Push one callback job per callback registered for `event`, in registration order. The
+-- job's arguments are [bid, <the stored entry, verbatim>], so options reach the callback
+-- byte for byte (never through cjson's number handling). With a parent, the callback job
+-- belongs to the parent batch: the parent's own callbacks wait for it. Returns how many
+-- entries the list held (the callbacks at or past that index were added later, and never
+-- fire for this event).
+local function push_callbacks(bid, event, parent)
+  local entries = redis.call("LRANGE", k(bid, "callbacks"), 0, -1)
+  local queue = redis.call("HGET", k(bid), "callback_queue")
+  if not queue or queue == "" then
+    queue = "default"
+  end
+  local prefix = '["' .. event .. '","'
+  for i, entry in ipairs(entries) do
+    if string.sub(entry, 1, #prefix) == prefix then
+      local target = string.match(entry, '^%[".-","([^"]*)"') or "?"
+      local display = target
+      if not string.find(target, "#", 1, true) then
+        display = target .. "#on_" .. event
+      end
+      -- Derived from (bid, event, position): each fires at most once, so it is unique.
+      local jid = string.sub(redis.sha1hex(bid .. ":" .. event .. ":" .. i), 1, 24)
+      local payload = '{"retry":true,"queue":"' .. queue .. '","args":["' .. bid .. '",' .. entry
+        .. '],"class":"' .. callback_job .. '","jid":"' .. jid .. '","created_at":' .. stamp
+        .. ',"enqueued_at":' .. stamp .. ',"display_class":"' .. display .. '"'
+      if parent then
+        payload = payload .. ',"bid":"' .. parent .. '"'
+        if redis.call("SADD", k(parent, "jids"), jid) == 1 then
+          redis.call("HINCRBY", k(parent), "total", 1)
+          redis.call("HINCRBY", k(parent), "pending", 1)
+          keep(parent, k(parent, "jids"))
+        end
+      end
+      redis.call("SADD", "queues", queue)
+      redis.call("LPUSH", "queue:" .. queue, payload .. "}")
+    end
+  end
+  return #entries
+end
+
+-- After a success, the batch and its keys live only `linger` seconds more (never longer
+-- than they would have: EXPIRE ... LT).
+local function linger(bid)
+  local seconds = tonumber(redis.call("HGET", k(bid), "linger") or "")
+  if not seconds or seconds <= 0 then
+    return
+  end
+  redis.call("EXPIRE", k(bid), seconds, "LT")
+  for _, suffix in ipairs(SUFFIXES) do
+    redis.call("EXPIRE", k(bid, suffix), seconds, "LT")
+  end
+end
+
+-- Fire what a change made due: `complete` once no job is live and every child is complete;
+-- `success` once every job and every child has succeeded. A batch that fires tells its
+-- parent, which may fire in turn, up the tree. For complete and success the callback jobs
+-- are pushed before the marker is written (a duplicate is better than a loss; here both
+-- happen in one atomic step anyway).
+local function settle(bid)
+  local depth = 0
+  while bid and depth <= MAX_DEPTH do
+    local h = k(bid)
+    if redis.call("EXISTS", h) == 0 then
+      return
+    end
+    if redis.call("SCARD", k(bid, "jids")) > 0 or redis.call("SCARD", k(bid, "pkids")) > 0 then
+      return
+    end
+    local parent = parent_of(bid)
+    local told_parent = false
+    if redis.call("HEXISTS", h, "complete_at") == 0 then
+      local n = push_callbacks(bid, "complete", parent)
+      redis.call("HSET", h, "complete_at", now, "complete_upto", n)
+      if parent then
+        redis.call("SREM", k(parent, "pkids"), bid)
+        told_parent = true
+      end
+    end
+    if tonumber(redis.call("HGET", h, "pending") or "0") <= 0
+      and redis.call("SCARD", k(bid, "ukids")) == 0
+      and redis.call("HEXISTS", h, "success_at") == 0
+    then
+      local n = push_callbacks(bid, "success", parent)
+      redis.call("HSET", h, "success_at", now, "success_upto", n)
+      linger(bid)
+      if parent then
+        redis.call("SREM", k(parent, "ukids"), bid)
+        told_parent = true
+      end
+    end
+    if not told_parent then
+      return
+    end
+    bid = parent
+    depth = depth + 1
+  end
+end
+
+local bid = ARGV[8]
+
+if op == "success" then
+  -- A job of the batch succeeded. A jid that is neither live nor dead (a duplicate run, or a
+  -- straggler after the batch expired) changes nothing.
+  local jid = ARGV[9]
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return -1
+  end
+  if redis.call("SREM", k(bid, "jids"), jid) == 0 then
+    -- Retried from the dead set without rejoining first: it still counts as a success.
+    if redis.call("SREM", k(bid, "died"), jid) == 0 then
+      return 0
+    end
+    if redis.call("SCARD", k(bid, "died")) == 0 then
+      redis.call("ZREM", "dead-batches", bid)
+    end
+  end
+  redis.call("SREM", k(bid, "failed"), jid)
+  redis.call("HINCRBY", k(bid), "pending", -1)
+  settle(bid)
+  return 1
+end
+
+if op == "failed" then
+  -- A job of the batch raised and will be retried (or will die: "death" follows).
+  local jid = ARGV[9]
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return -1
+  end
+  if redis.call("SISMEMBER", k(bid, "jids"), jid) == 0 and redis.call("SISMEMBER", k(bid, "died"), jid) == 0 then
+    return 0
+  end
+  if redis.call("SADD", k(bid, "failed"), jid) == 1 then
+    keep(bid, k(bid, "failed"))
+  end
+  return 1
+end
+
+if op == "death" then
+  -- A job of the batch died (dead set, discarded, or retry: false). `pending` keeps
+  -- counting it: the batch has not succeeded. The first death in a subtree fires `death`
+  -- on the batch and on every ancestor, each once; the marker is claimed first.
+  local jid = ARGV[9]
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return -1
+  end
+  if redis.call("SREM", k(bid, "jids"), jid) == 0 then
+    return 0
+  end
+  redis.call("SADD", k(bid, "died"), jid)
+  keep(bid, k(bid, "died"))
+  redis.call("SADD", k(bid, "failed"), jid)
+  keep(bid, k(bid, "failed"))
+  index_add("dead-batches", bid)
+  local b = bid
+  local depth = 0
+  while b and depth <= MAX_DEPTH do
+    if redis.call("EXISTS", k(b)) == 0 then
+      break
+    end
+    if redis.call("HSETNX", k(b), "death_at", now) == 1 then
+      local n = push_callbacks(b, "death", nil)
+      redis.call("HSET", k(b), "death_upto", n)
+    end
+    b = parent_of(b)
+    depth = depth + 1
+  end
+  settle(bid)
+  return 1
+end
+
+if op == "rejoin" then
+  -- A dead job of the batch is being pushed again (retried from the dead set): it is live
+  -- again, without being counted twice.
+  local jid = ARGV[9]
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return -1
+  end
+  if redis.call("SREM", k(bid, "died"), jid) == 0 then
+    return 0
+  end
+  redis.call("SADD", k(bid, "jids"), jid)
+  keep(bid, k(bid, "jids"))
+  if redis.call("SCARD", k(bid, "died")) == 0 then
+    redis.call("ZREM", "dead-batches", bid)
+  end
+  return 1
+end
+
+if op == "callback" then
+  -- A callback added after the batch was written: appended atomically, once per
+  -- (event, target, options), at most callbacks_max per batch.
+  -- ARGV[9] the entry, ARGV[10] its event.
+  local entry, event = ARGV[9], ARGV[10]
+  local list = k(bid, "callbacks")
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return -1
+  end
+  if redis.call("LPOS", list, entry) then
+    return 0
+  end
+  if redis.call("LLEN", list) >= callbacks_max then
+    return -2
+  end
+  redis.call("RPUSH", list, entry)
+  keep(bid, list)
+  if redis.call("HEXISTS", k(bid), event .. "_at") == 1 then
+    return 2
+  end
+  return 1
+end
+
+if op == "invalidate" then
+  if redis.call("EXISTS", k(bid)) == 0 then
+    return 0
+  end
+  redis.call("HSET", k(bid), "invalidated", "1")
+  return 1
+end
+
+if op == "valid" then
+  -- Invalid when the batch or any ancestor was invalidated; an expired batch is valid.
+  local b = bid
+  local depth = 0
+  while b and depth <= MAX_DEPTH do
+    if redis.call("HGET", k(b), "invalidated") == "1" then
+      return 0
+    end
+    b = parent_of(b)
+    depth = depth + 1
+  end
+  return 1
+end
+
+if op == "flush" then
+  -- Write what one jobs() block (and the blocks nested in it) collected, all or nothing.
+  -- ARGV[8] flush token ("" = none; else a second call with the same token does nothing),
+  -- ARGV[9] number of batches; then per batch a header
+  --   bid, new ("1"/"0"), parent bid ("" = none), TTL (new only), field count, callback count, job count
+  -- followed by its fields (name, value...), callbacks (raw entries) and jobs
+  -- (jid, queue, score ("" = now), payload).
+  local token = ARGV[8]
+  local count = tonumber(ARGV[9])
+  local plan = {}
+  local at = 10
+  for i = 1, count do
+    local e = {
+      bid = ARGV[at], new = ARGV[at + 1] == "1", parent = ARGV[at + 2], ttl = tonumber(ARGV[at + 3]),
+      nfields = tonumber(ARGV[at + 4]), ncallbacks = tonumber(ARGV[at + 5]), njobs = tonumber(ARGV[at + 6]),
+    }
+    e.fields = at + 7
+    e.callbacks = e.fields + 2 * e.nfields
+    e.jobs = e.callbacks + e.ncallbacks
+    at = e.jobs + 4 * e.njobs
+    plan[i] = e
+  end
+  if token ~= "" and count > 0 then
+    if not redis.call("SET", k(plan[1].bid, "flush-" .. token), "1", "NX", "EX", 86400) then
+      return { "done" }
+    end
+  end
+  -- Check everything before writing anything.
+  local created = {}
+  for _, e in ipairs(plan) do
+    local h = k(e.bid)
+    if e.new then
+      if redis.call("EXISTS", h) == 1 then
+        return { "exists", e.bid }
+      end
+      if e.parent ~= "" and not created[e.parent] then
+        if redis.call("EXISTS", k(e.parent)) == 0 then
+          return { "no_parent", e.parent }
+        end
+        if redis.call("HEXISTS", k(e.parent), "complete_at") == 1 then
+          return { "parent_closed", e.parent }
+        end
+      end
+      created[e.bid] = true
+    elseif not created[e.bid] then
+      if redis.call("EXISTS", h) == 0 then
+        return { "missing", e.bid }
+      end
+      if redis.call("HEXISTS", h, "complete_at") == 1 then
+        return { "closed", e.bid }
+      end
+    end
+  end
+  local queues = {}
+  for _, e in ipairs(plan) do
+    local h = k(e.bid)
+    if e.new then
+      redis.call("HSET", h, "created_at", now, "total", 0, "pending", 0, "parent_bid", e.parent)
+      for f = e.fields, e.fields + 2 * e.nfields - 1, 2 do
+        redis.call("HSET", h, ARGV[f], ARGV[f + 1])
+      end
+      redis.call("EXPIRE", h, e.ttl, "NX")
+      index_add("batches", e.bid)
+      if e.parent ~= "" then
+        for _, suffix in ipairs({ "kids", "pkids", "ukids" }) do
+          redis.call("SADD", k(e.parent, suffix), e.bid)
+          keep(e.parent, k(e.parent, suffix))
+        end
+      end
+    end
+    local list = k(e.bid, "callbacks")
+    for c = e.callbacks, e.callbacks + e.ncallbacks - 1 do
+      if not redis.call("LPOS", list, ARGV[c]) and redis.call("LLEN", list) < callbacks_max then
+        redis.call("RPUSH", list, ARGV[c])
+      end
+    end
+    if e.ncallbacks > 0 then
+      keep(e.bid, list)
+    end
+    local added = 0
+    for j = e.jobs, e.jobs + 4 * e.njobs - 1, 4 do
+      if redis.call("SADD", k(e.bid, "jids"), ARGV[j]) == 1 then
+        added = added + 1
+      end
+      local queue, score = ARGV[j + 1], ARGV[j + 2]
+      if score == "" then
+        queues[queue] = true
+        redis.call("LPUSH", "queue:" .. queue, ARGV[j + 3])
+      else
+        redis.call("ZADD", "schedule", score, ARGV[j + 3])
+      end
+    end
+    if added > 0 then
+      redis.call("HINCRBY", h, "total", added)
+      redis.call("HINCRBY", h, "pending", added)
+      keep(e.bid, k(e.bid, "jids"))
+    end
+  end
+  for queue in pairs(queues) do
+    redis.call("SADD", "queues", queue)
+  end
+  -- An empty block still fires: settle the innermost batches first, so a drained child
+  -- reports to its parent before the parent is looked at.
+  for i = #plan, 1, -1 do
+    settle(plan[i].bid)
+  end
+  return { "ok" }
+end
+
+return redis.error_reply("unknown batch operation " .. tostring(op))
