@@ -1,6 +1,6 @@
 """The dashboard's tabs, in order.
 
-Pages for features that have not landed yet (batches, periodic jobs, limiters) are listed
+Pages for features that have not landed yet (periodic jobs, limiters) are listed
 with ``available`` returning False, so they stay hidden; when a feature lands, its view gets
 a URL named ``django_wurk_dashboard_<key>`` and its tab an ``available`` that says when to
 show it (usually: the feature is in use).
@@ -15,6 +15,7 @@ from django.urls import NoReverseMatch, reverse
 
 from django_wurk.core import keys
 from django_wurk.core.engine import wurk
+from django_wurk.core.features.batches import keys as batch_keys
 from django_wurk.dashboard.access import UNAVAILABLE, admin_url_name
 
 
@@ -45,7 +46,7 @@ TABS: list[Tab] = [
     Tab("retries", "Retries", "retries", counted=keys.RETRY),
     Tab("dead", "Dead", "dead", counted=keys.DEAD),
     Tab("metrics", "Metrics", "metrics"),
-    Tab("batches", "Batches", "batches", available=_not_yet),
+    Tab("batches", "Batches", "batches", counted=batch_keys.INDEX),
     Tab("periodic", "Periodic jobs", "periodic", available=_not_yet),
     Tab("limiters", "Limiters", "limiters", available=_not_yet),
 ]

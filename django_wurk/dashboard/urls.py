@@ -12,7 +12,7 @@ from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path, register_converter
 
 from django_wurk.dashboard.access import guard, url_name
-from django_wurk.dashboard.views import busy, metrics, overview, queues, sets
+from django_wurk.dashboard.views import batches, busy, metrics, overview, queues, sets
 
 
 class SetConverter:
@@ -49,6 +49,16 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         path("queue-actions/clear/", action(queues.clear, "queues"), name=url_name("queue_clear")),
         path("queue-actions/pause/", action(queues.pause, "queues"), name=url_name("queue_pause")),
         path("queue-actions/unpause/", action(queues.unpause, "queues"), name=url_name("queue_unpause")),
+        path("batches/", page(batches.index, "batches"), name=url_name("batches")),
+        path("dead-batches/", page(batches.dead, "batches"), name=url_name("batches_dead")),
+        path("batch-actions/cancel/", action(batches.cancel, "batches"), name=url_name("batch_cancel")),
+        path("batches/<str:bid>/", page(batches.detail, "batches"), name=url_name("batch")),
+        path(
+            "batches/<str:bid>/status.json",
+            guard(site, batches.status_json, as_json=True, tab="batches"),
+            name=url_name("batch_status"),
+        ),
+        path("batches/<str:bid>/jobs/<str:jid>/", page(batches.job, "batches"), name=url_name("batch_job")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
         path("metrics/<path:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"

@@ -230,7 +230,7 @@ def test_future_pages_are_not_shown_until_their_features_land(viewer: Client, wu
 
     page = text(viewer, url("changelist"))
     shown = re.findall(r'data-tab="([a-z]+)"', page)
-    assert shown == ["dashboard", "busy", "queues", "scheduled", "retries", "dead", "metrics"]
+    assert shown == ["dashboard", "busy", "queues", "scheduled", "retries", "dead", "metrics", "batches"]
     assert {"batches", "periodic", "limiters"} <= {t.key for t in nav.TABS}
 
 
