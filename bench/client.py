@@ -5,7 +5,8 @@
 
 ``APP`` is a module (``bench.benchapp.client``, ``bench.peers.huey_app``, ...) with
 ``push(workload, args)`` and, if the system has a bulk API, ``push_bulk(workload, list_of_args)``
-(otherwise ``push_bulk = None``). Workloads: ``noop``, ``cpu``, ``io``, ``lat``. The result is
+(otherwise ``push_bulk = None``); django-wurk's also has ``push_batch`` (``--batch``): the
+same bulk push inside one batch. Workloads: ``noop``, ``cpu``, ``io``, ``lat``. The result is
 one JSON line on stdout; ``bench/ruby/client.rb`` is the Ruby twin.
 """
 
@@ -29,6 +30,7 @@ def main() -> None:
     enqueue.add_argument("workload", choices=["noop", "cpu", "io"])
     enqueue.add_argument("n", type=int)
     enqueue.add_argument("--bulk", action="store_true", help="use the system's bulk API")
+    enqueue.add_argument("--batch", action="store_true", help="bulk, inside one batch (django-wurk)")
     latency = sub.add_parser("latency", help="enqueue N lat jobs one at a time, apart")
     latency.add_argument("n", type=int)
     latency.add_argument("--interval", type=float, default=0.02)
@@ -38,7 +40,9 @@ def main() -> None:
     if opts.command == "enqueue":
         args = [(i,) for i in range(opts.n)]
         started = time.perf_counter()
-        if opts.bulk:
+        if opts.batch:
+            app.push_batch(opts.workload, args)
+        elif opts.bulk:
             if app.push_bulk is None:
                 parser.error(f"{opts.app} has no bulk API")
             app.push_bulk(opts.workload, args)

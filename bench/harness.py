@@ -183,6 +183,36 @@ class Bench:
             worker.stop()
         return n / (last - first)
 
+    def batch_drain(self, system: System, n: int, batch: bool) -> dict[str, float]:
+        """n noop jobs, pushed in bulk, plain or inside one batch: the enqueue time, the drain
+        rate, and the Redis calls the worker made (``INFO commandstats``, reset after the push).
+
+        ``evalsha`` counts round trips that run a script (the fetch, and with a batch the
+        acknowledgement); ``commands`` counts every command, those run inside scripts too.
+        """
+        self.r.flushall()
+        pushed = self.client(system, "enqueue", "noop", str(n), "--batch" if batch else "--bulk")
+        self.r.config_resetstat()
+        worker = self.start_worker(system)
+        try:
+            self.wait_done(worker, n, timeout=60 + n / 50)
+            first, last = self.span()
+            if batch:  # the success callback ran: the batch was counted to its end
+                deadline = time.monotonic() + 30
+                while not self.r.exists("bench:batch-success"):
+                    if time.monotonic() > deadline:
+                        raise BenchError(f"{system.key}: the batch's success callback did not run")
+                    time.sleep(0.02)
+        finally:
+            worker.stop()
+        stats = self.r.info("commandstats")
+        return {
+            "enqueue_s": pushed["seconds"],
+            "rate": n / (last - first),
+            "evalsha": float(stats.get("cmdstat_evalsha", {}).get("calls", 0)),
+            "commands": float(sum(v.get("calls", 0) for v in stats.values())),
+        }
+
     def enqueue_rate(self, system: System, n: int, bulk: bool) -> float:
         """Jobs/s the client enqueues, one by one or with the bulk API (no worker running)."""
         self.r.flushall()

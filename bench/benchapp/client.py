@@ -1,4 +1,4 @@
-"""django-wurk's side of ``bench/client.py``: ``perform_async`` and ``perform_bulk``."""
+"""django-wurk's side of ``bench/client.py``: ``perform_async``, ``perform_bulk``, and a batch."""
 
 from __future__ import annotations
 
@@ -20,3 +20,13 @@ def push(workload: str, args: tuple[object, ...]) -> None:
 
 def push_bulk(workload: str, args: list[tuple[object, ...]]) -> None:
     JOBS[workload].perform_bulk(args)
+
+
+def push_batch(workload: str, args: list[tuple[object, ...]]) -> None:
+    """The same bulk push, inside one batch with a success callback."""
+    from django_wurk import Batch
+
+    batch = Batch(description="bench")
+    batch.on("success", jobs.BenchBatchDone)
+    with batch.jobs():
+        JOBS[workload].perform_bulk(args)

@@ -3,18 +3,22 @@
 Placing an order (``orders.services.place_order``) enqueues two of them inside the
 transaction that creates the order; django-wurk pushes them to Redis only once that
 transaction commits, so a worker never looks for an order that is not there yet.
+
+Importing orders (``orders.services.import_orders``) is a batch: one job per row, and a
+callback that emails a summary when every row has run.
 """
 
 import logging
 import random
 from datetime import date
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db.models import Count, Sum
 from django.utils import timezone
 
-from django_wurk import job
+from django_wurk import BatchCallback, BatchStatus, job
 from orders.models import Order
 
 logger = logging.getLogger(__name__)
@@ -88,3 +92,49 @@ def nightly_report(day: str) -> dict[str, int]:
     details = ", ".join(f"{n} {status}" for status, n in sorted(by_status.items())) or "none"
     logger.info("nightly report for %s: %d order(s), %d item(s) (%s)", day, counts["orders"], items, details)
     return counts
+
+
+# Order imports: one job per row, in one batch; when every row has run, a summary email ------
+
+
+class ImportRowError(ValueError):
+    """A row of an import that cannot become an order; not worth retrying."""
+
+
+@job(queue="default", retry=0)
+def import_order_row(line_number: int, line: str) -> None:
+    """Create one order from one ``email,item,quantity`` line of an import.
+
+    A bad line raises at once and, with ``retry=0``, goes straight to the dead set, where the
+    dashboard shows it with its reason; the import's summary counts it as failed.
+    """
+    fields = [f.strip() for f in line.split(",")]
+    if len(fields) != 3 or "@" not in fields[0] or not fields[2].isdigit() or int(fields[2]) < 1:
+        raise ImportRowError(f"line {line_number}: expected 'email,item,quantity', got {line!r}")
+    email, item, quantity = fields
+    order = Order.objects.create(customer_email=email, item=item, quantity=int(quantity))
+    logger.info("import line %d: created order #%s", line_number, order.pk)
+
+
+class ImportSummary(BatchCallback):
+    """Emails the import's summary once every row has run (``complete``: succeeded or died)."""
+
+    def on_complete(self, status: BatchStatus, options: dict[str, Any]) -> None:
+        imported = status.total - status.pending
+        failed = len(status.dead_jids)
+        lines = [
+            f"Your order import “{status.description}” is done.",
+            "",
+            f"  rows:     {status.total}",
+            f"  imported: {imported}",
+            f"  failed:   {failed}",
+        ]
+        if failed:
+            lines += ["", "The failed rows are in the dead set, with the reason for each (dashboard: Dead)."]
+        send_mail(
+            subject=f"Order import: {imported} imported, {failed} failed",
+            message="\n".join(lines) + "\n",
+            from_email=None,
+            recipient_list=[options["email"]],
+        )
+        logger.info("import %s complete: %d imported, %d failed", status.bid, imported, failed)

@@ -7,7 +7,14 @@ from dataclasses import dataclass
 from django.db import transaction
 from django.utils import timezone
 
-from orders.jobs import call_shipping_api, nightly_report, send_confirmation_email
+from django_wurk import Batch
+from orders.jobs import (
+    ImportSummary,
+    call_shipping_api,
+    import_order_row,
+    nightly_report,
+    send_confirmation_email,
+)
 from orders.models import Order
 
 REPORT_DELAY = 30  # seconds: "nightly" is a stretch, but you do not want to wait a night
@@ -56,3 +63,25 @@ def resend_confirmations(order_ids: list[int]) -> list[str | None]:
 def schedule_report(delay: int = REPORT_DELAY) -> str | None:
     """Schedule the nightly report for today to run in ``delay`` seconds; returns the jid."""
     return nightly_report.perform_in(delay, timezone.localdate().isoformat())
+
+
+@dataclass(frozen=True)
+class StartedImport:
+    batch: Batch
+    rows: int
+
+
+def import_orders(text: str, notify: str, description: str = "") -> StartedImport:
+    """Import ``email,item,quantity`` lines as a batch; ``notify`` gets the summary email.
+
+    The batch and its jobs are written in one step when the ``jobs()`` block ends (here,
+    inside a transaction: at its commit). Each line is a job; when all have run, successes
+    and failures alike, ``ImportSummary.on_complete`` runs once, on a worker.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    batch = Batch(description=description or f"{len(lines)} order(s), {timezone.now():%Y-%m-%d %H:%M}")
+    batch.on("complete", ImportSummary, {"email": notify})
+    with transaction.atomic(), batch.jobs():
+        for number, line in enumerate(lines, start=1):
+            import_order_row.perform_async(number, line)
+    return StartedImport(batch, len(lines))

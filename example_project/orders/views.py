@@ -5,11 +5,12 @@ import json
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from orders.forms import OrderForm
+from orders.forms import ImportForm, OrderForm
 from orders.models import Order
-from orders.services import REPORT_DELAY, OrderRolledBack, place_order, schedule_report
+from orders.services import REPORT_DELAY, OrderRolledBack, import_orders, place_order, schedule_report
 from orders.tasks import recalculate_totals
 
 try:  # Django 6+
@@ -34,8 +35,15 @@ def index(request: HttpRequest) -> HttpResponse:
     return _page(request, OrderForm())
 
 
-def _page(request: HttpRequest, form: OrderForm, status: int = 200) -> HttpResponse:
-    context = {"form": form, "orders": _recent_orders(), "report_delay": REPORT_DELAY}
+def _page(
+    request: HttpRequest, form: OrderForm, status: int = 200, import_form: ImportForm | None = None
+) -> HttpResponse:
+    context = {
+        "form": form,
+        "import_form": import_form or ImportForm(),
+        "orders": _recent_orders(),
+        "report_delay": REPORT_DELAY,
+    }
     return render(request, "orders/index.html", context, status=status)
 
 
@@ -66,6 +74,27 @@ def place(request: HttpRequest) -> HttpResponse:
         f"Order #{placed.order.pk} placed. Its confirmation email (jid {placed.email_jid}) and "
         f"shipping call (jid {placed.shipping_jid}) were pushed to Redis when the transaction "
         "committed; watch the table below and the worker's log.",
+    )
+    return redirect("orders:index")
+
+
+@require_POST
+def import_view(request: HttpRequest) -> HttpResponse:
+    """Import orders as a batch: one job per line, a summary email when all have run."""
+    form = ImportForm(request.POST)
+    if not form.is_valid():
+        return _page(request, OrderForm(), status=400, import_form=form)
+    started = import_orders(form.cleaned_data["lines"], notify=form.cleaned_data["notify"])
+    bid = started.batch.bid
+    try:
+        progress = reverse("admin:django_wurk_dashboard_batch", kwargs={"bid": bid})
+    except NoReverseMatch:
+        progress = ""
+    messages.success(
+        request,
+        f"Import started as batch {bid} ({started.rows} rows). When every row has run, "
+        f"a summary is emailed to {form.cleaned_data['notify']} (see the worker's log)."
+        + (f" Follow it at {progress}" if progress else ""),
     )
     return redirect("orders:index")
 

@@ -174,6 +174,9 @@ if op == "success" then
   end
   redis.call("SREM", k(bid, "failed"), jid)
   redis.call("HINCRBY", k(bid), "pending", -1)
+  if redis.call("SCARD", k(bid, "jids")) > 0 then
+    return 1 -- the common case: other jobs are still live, nothing can fire
+  end
   settle(bid)
   return 1
 end
