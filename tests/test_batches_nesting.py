@@ -28,6 +28,21 @@ def launcher(wurk: Wurk) -> Iterator[Launcher]:
         worker.stop()
 
 
+def settled(r: Any, worker: Launcher) -> None:
+    """Wait until nothing is queued, due for a retry, fetched or running: nothing more can fire."""
+
+    def idle() -> bool:
+        fetched = any(r.llen(key) for key in r.scan_iter(match="queue:sq|*"))
+        return not fetched and r.llen("queue:default") == 0 and r.zcard("retry") == 0
+
+    wait_for(lambda: idle() and not worker.manager.snapshot() and idle())
+
+
+def make_due(r: Any, key: str = "retry") -> None:
+    for member, _ in r.zrange(key, 0, -1, withscores=True):
+        r.zadd(key, {member: time.time() - 1}, xx=True)
+
+
 def callbacks(event: str | None = None) -> list[dict[str, Any]]:
     return [c for c in runs("callbacks") if event is None or c["event"] == event]
 
@@ -54,7 +69,7 @@ def test_three_levels_deep_each_parent_waits_for_its_children(wurk: Wurk, r: Any
         batch_jobs.work.perform_async(300)
         batch_jobs.spawns_child.perform_async(2, 3)  # a child, which opens a grandchild
     wait_for(lambda: callbacks("success") and callbacks("success")[-1]["options"] == {"level": 3}, timeout=20)
-    time.sleep(0.3)
+    settled(r, launcher)
     fired = callbacks()
     assert Counter((c["event"], c["options"]["level"]) for c in fired) == {
         (event, level): 1 for event in ("complete", "success") for level in (1, 2, 3)
@@ -140,7 +155,7 @@ def test_a_death_cascades_to_every_ancestor_once_and_blocks_their_success(
     wait_for(
         lambda: {(c["event"], c["options"]["level"]) for c in callbacks()} >= {("complete", 3)}, timeout=20
     )
-    time.sleep(0.3)
+    settled(r, launcher)
     fired = Counter((c["event"], c["options"]["level"]) for c in callbacks() if c["bid"] != bystander.bid)
     assert fired == {
         ("death", 1): 1,
@@ -201,10 +216,11 @@ def test_after_success_the_keys_linger_and_a_shorter_ttl_is_never_lengthened(
     with batch.jobs():
         batch_jobs.flaky.perform_async(1)
     wait_for(lambda: r.zcard("retry") == 1)
-    r.expire(keys.failed(batch.bid), 30)  # shorter than anything a script would give it
+    r.expire(keys.callbacks(batch.bid), 30)  # shorter than the linger
+    make_due(r)
     wait_for(lambda: callbacks("success"))
     ttls = all_batch_keys(r)
-    assert ttls[keys.batch(batch.bid)] <= 120 and ttls[keys.callbacks(batch.bid)] <= 120
+    assert 110 < ttls[keys.batch(batch.bid)] <= 120 and 0 < ttls[keys.callbacks(batch.bid)] <= 30
     assert all(0 < ttl <= 120 for ttl in ttls.values())
     # Opening another batch's keys later never lengthens a TTL either.
     other = Batch()

@@ -31,6 +31,12 @@ local function k(bid, suffix)
   return "b-" .. bid
 end
 
+-- A batch this script wrote: its hash has the "wurk" field. Sidekiq Pro names its batches
+-- b-<bid> too; their jobs may run here as plain jobs, but their keys are never touched.
+local function ours(bid)
+  return redis.call("HEXISTS", k(bid), "wurk") == 1
+end
+
 -- Give a key the batch's remaining lifetime unless it already has one (EXPIRE ... NX), so a
 -- key created late (a first failure, a first child) never lives on without a TTL and never
 -- outlives its batch.
@@ -50,7 +56,7 @@ end
 
 local function parent_of(bid)
   local parent = redis.call("HGET", k(bid), "parent_bid")
-  if not parent or parent == "" or redis.call("EXISTS", k(parent)) == 0 then
+  if not parent or parent == "" or not ours(parent) then
     return nil
   end
   return parent
@@ -118,7 +124,7 @@ local function settle(bid)
   local depth = 0
   while bid and depth <= MAX_DEPTH do
     local h = k(bid)
-    if redis.call("EXISTS", h) == 0 then
+    if not ours(bid) then
       return
     end
     if redis.call("SCARD", k(bid, "jids")) > 0 or redis.call("SCARD", k(bid, "pkids")) > 0 then
@@ -160,7 +166,7 @@ if op == "success" then
   -- A job of the batch succeeded. A jid that is neither live nor dead (a duplicate run, or a
   -- straggler after the batch expired) changes nothing.
   local jid = ARGV[9]
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return -1
   end
   if redis.call("SREM", k(bid, "jids"), jid) == 0 then
@@ -184,7 +190,7 @@ end
 if op == "failed" then
   -- A job of the batch raised and will be retried (or will die: "death" follows).
   local jid = ARGV[9]
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return -1
   end
   if redis.call("SISMEMBER", k(bid, "jids"), jid) == 0 and redis.call("SISMEMBER", k(bid, "died"), jid) == 0 then
@@ -201,7 +207,7 @@ if op == "death" then
   -- counting it: the batch has not succeeded. The first death in a subtree fires `death`
   -- on the batch and on every ancestor, each once; the marker is claimed first.
   local jid = ARGV[9]
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return -1
   end
   if redis.call("SREM", k(bid, "jids"), jid) == 0 then
@@ -215,7 +221,7 @@ if op == "death" then
   local b = bid
   local depth = 0
   while b and depth <= MAX_DEPTH do
-    if redis.call("EXISTS", k(b)) == 0 then
+    if not ours(b) then
       break
     end
     if redis.call("HSETNX", k(b), "death_at", now) == 1 then
@@ -233,7 +239,7 @@ if op == "rejoin" then
   -- A dead job of the batch is being pushed again (retried from the dead set): it is live
   -- again, without being counted twice.
   local jid = ARGV[9]
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return -1
   end
   if redis.call("SREM", k(bid, "died"), jid) == 0 then
@@ -253,7 +259,7 @@ if op == "callback" then
   -- ARGV[9] the entry, ARGV[10] its event.
   local entry, event = ARGV[9], ARGV[10]
   local list = k(bid, "callbacks")
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return -1
   end
   if redis.call("LPOS", list, entry) then
@@ -271,7 +277,7 @@ if op == "callback" then
 end
 
 if op == "invalidate" then
-  if redis.call("EXISTS", k(bid)) == 0 then
+  if not ours(bid) then
     return 0
   end
   redis.call("HSET", k(bid), "invalidated", "1")
@@ -328,7 +334,7 @@ if op == "flush" then
         return { "exists", e.bid }
       end
       if e.parent ~= "" and not created[e.parent] then
-        if redis.call("EXISTS", k(e.parent)) == 0 then
+        if not ours(e.parent) then
           return { "no_parent", e.parent }
         end
         if redis.call("HEXISTS", k(e.parent), "complete_at") == 1 then
@@ -337,7 +343,7 @@ if op == "flush" then
       end
       created[e.bid] = true
     elseif not created[e.bid] then
-      if redis.call("EXISTS", h) == 0 then
+      if not ours(e.bid) then
         return { "missing", e.bid }
       end
       if redis.call("HEXISTS", h, "complete_at") == 1 then
@@ -349,7 +355,7 @@ if op == "flush" then
   for _, e in ipairs(plan) do
     local h = k(e.bid)
     if e.new then
-      redis.call("HSET", h, "created_at", now, "total", 0, "pending", 0, "parent_bid", e.parent)
+      redis.call("HSET", h, "wurk", "1", "created_at", now, "total", 0, "pending", 0, "parent_bid", e.parent)
       for f = e.fields, e.fields + 2 * e.nfields - 1, 2 do
         redis.call("HSET", h, ARGV[f], ARGV[f + 1])
       end

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core import wire
-from django_wurk.core.client import NO_DELIVERY, Delivery, capture, capturing
-from django_wurk.core.config import QUEUE_NAME
+from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing
+from django_wurk.core.config import QUEUE_NAME, redact_url
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.callbacks import target_name
@@ -297,7 +297,15 @@ class _Flush:
         defer = getattr(self.wurk.pusher, "defer_until_commit", None)
         if defer is not None and defer(self._after_commit):
             return
-        self.write()
+        try:
+            self.write()
+        except (RedisError, OSError) as exc:
+            # Never buffered like a plain push: the batch and its jobs go together or not at all.
+            jobs = sum(len(e.jobs) for e in self.entries)
+            raise EnqueueError(
+                f"could not write batch {', '.join(self.bids)} ({jobs} job{'' if jobs == 1 else 's'}) "
+                f"to Redis at {redact_url(self.wurk.config.redis_url)}: {exc}"
+            ) from exc
 
     def _hand_to_pusher(self) -> None:
         """Testing modes: the jobs go to the fake or inline pusher, with their bid; no batch state."""
