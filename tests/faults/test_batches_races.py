@@ -27,21 +27,22 @@ def fired(r: Any, bid: str) -> Counter[str]:
     return Counter(c["event"] for c in runs("callbacks") if c["bid"] == bid)
 
 
-def acknowledge_from_threads(wurk: Wurk, bid: str, jids: list[str | None], threads: int) -> None:
-    """Each thread acknowledges its share of the jobs twice (a duplicate run), all released at once."""
+def acknowledge_at_once(wurk: Wurk, jobs: list[tuple[str, str | None]], threads: int, runs: int = 1) -> None:
+    """Acknowledge each (bid, jid) ``runs`` times (a duplicate run after the first), sharing them
+    between ``threads`` threads that are all released at the same instant."""
     start = threading.Barrier(threads)
     errors: list[BaseException] = []
 
-    def ack(share: list[str | None]) -> None:
+    def ack(share: list[tuple[str, str | None]]) -> None:
         try:
             start.wait()
-            for jid in share:
-                run(wurk, "success", bid, str(jid))
-                run(wurk, "success", bid, str(jid))
+            for bid, jid in share:
+                for _ in range(runs):
+                    run(wurk, "success", bid, str(jid))
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    workers = [threading.Thread(target=ack, args=(jids[i::threads],)) for i in range(threads)]
+    workers = [threading.Thread(target=ack, args=(jobs[i::threads],)) for i in range(threads)]
     for t in workers:
         t.start()
     for t in workers:
@@ -58,11 +59,32 @@ def test_acknowledgements_racing_from_many_threads_fire_each_callback_once(wurk:
         batch.on("success", Recorder)
         with batch.jobs():
             jids = batch_jobs.work.set(queue="nobody-listens").perform_bulk([[i] for i in range(1000)])
-        acknowledge_from_threads(wurk, batch.bid, jids, 20)
+        acknowledge_at_once(wurk, [(batch.bid, jid) for jid in jids], threads=20, runs=2)
         events = Counter(json.loads(x)["args"][1][0] for x in r.lrange("queue:cb", 0, -1))
         assert events == {"complete": 1, "success": 1}
         status = BatchStatus(batch.bid)
         assert status.total == 1000 and status.pending == 0 and status.succeeded
+
+
+def test_sibling_children_finishing_together_fire_their_parent_once(wurk: Wurk, r: Any) -> None:
+    """Twenty children of one job each, their last jobs acknowledged at the same instant."""
+    for _ in range(5):
+        r.delete("queue:cb")
+        parent = Batch(callback_queue="cb")
+        parent.on("complete", Recorder)
+        parent.on("success", Recorder)
+        children: list[tuple[str, str | None]] = []
+        with parent.jobs():
+            for i in range(20):
+                child = Batch(callback_queue="cb")
+                with child.jobs():
+                    [jid] = batch_jobs.work.set(queue="nobody-listens").perform_bulk([[i]])
+                children.append((child.bid, jid))
+        acknowledge_at_once(wurk, children, threads=len(children))
+        fired = [json.loads(x)["args"] for x in r.lrange("queue:cb", 0, -1)]
+        assert Counter(bid for bid, _ in fired) == {parent.bid: 2}
+        status = BatchStatus(parent.bid)
+        assert status.complete and status.succeeded and status.child_count == 20
 
 
 @pytest.mark.slow

@@ -134,7 +134,7 @@ def install(wurk: Wurk) -> None:
     if BatchClientMiddleware not in wurk.client_middleware:
         wurk.client_middleware.add(BatchClientMiddleware, wurk)
     if BatchServerMiddleware not in wurk.server_middleware:
-        # Outermost: it counts the job only once every other middleware let it finish.
+        # First in the chain: it counts the job only once the middleware after it let it finish.
         wurk.server_middleware.prepend(BatchServerMiddleware, wurk)
     if not any(isinstance(h, BatchErrorHandler) for h in wurk.error_handlers):
         wurk.error_handlers.append(BatchErrorHandler(wurk))
