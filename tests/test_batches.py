@@ -367,6 +367,9 @@ def test_reopening_a_missing_or_complete_batch_is_refused(wurk: Wurk, r: Any) ->
         Batch(bid="b-x:y")
     with pytest.raises(ValueError, match="cannot be changed"):
         Batch(bid="abc", description="x")
+    for queue in ("a b", "mail\n", "", 'q"'):
+        with pytest.raises(ValueError, match="must be a queue name"):
+            Batch(callback_queue=queue)
 
 
 def test_invalidate_all_lets_jobs_skip_their_work(wurk: Wurk, r: Any, launcher: Launcher) -> None:

@@ -119,8 +119,9 @@ class Batch:
         if description is not None and not isinstance(description, str):
             raise ValueError(f"Batch description must be a string, got {description!r}")
         self.description = description or ""
+        # fullmatch: the name is written into the callback jobs' JSON as it is (no "x\n").
         if callback_queue is not None and (
-            not isinstance(callback_queue, str) or not QUEUE_NAME.match(callback_queue)
+            not isinstance(callback_queue, str) or not QUEUE_NAME.fullmatch(callback_queue)
         ):
             raise ValueError(f"Batch callback_queue {callback_queue!r} must be a queue name")
         self.callback_queue = callback_queue or "default"
