@@ -194,3 +194,18 @@ def test_expired_index_entries_show_as_expired(viewer: Client, r: Any) -> None:
     r.zadd("batches", {"expiredbatch01": time.time()})
     page = viewer.get(url("batches")).content.decode()
     assert "expiredbatch01" in page and ">expired<" in page
+
+
+def test_search_reads_a_bounded_part_of_the_index_but_finds_any_whole_bid(
+    viewer: Client, r: Any, wurk: Wurk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_wurk.dashboard.views import batches as views
+
+    old = make_batch("needle in the haystack")
+    for i in range(5):
+        make_batch(f"hay {i}")
+    monkeypatch.setattr(views, "SEARCH_SCAN", 3)
+    page = viewer.get(url("batches"), {"q": "needle"}).content.decode()
+    assert old.bid not in page and "newest 3 batches" in page  # beyond the scanned window
+    page = viewer.get(url("batches"), {"q": old.bid}).content.decode()
+    assert url("batch", bid=old.bid) in page and "1 match for" in page

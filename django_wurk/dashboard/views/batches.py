@@ -20,8 +20,10 @@ from django_wurk.core.features.batches import Batch, BatchSet, BatchStatus, Dead
 from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
 
-#: A search collects at most this many batches (it reads descriptions page by page).
+#: A search collects at most this many batches...
 SEARCH_CAP = 1000
+#: ...from the descriptions of at most this many of the newest batches (a whole bid is found anywhere).
+SEARCH_SCAN = 20_000
 #: The most failed jids, dead jids and children a batch's page lists.
 SHOWN = 100
 
@@ -88,7 +90,7 @@ def _list(request: HttpRequest, site: AdminSite, dead: bool) -> HttpResponse:
     paging = pager(request)
     query = request.GET.get("q", "").strip()[:200]
     if query:
-        found = index.search(query, limit=SEARCH_CAP)
+        found = index.search(query, limit=SEARCH_CAP, scan=SEARCH_SCAN)
         paging.total = len(found)
         statuses = found[paging.start : paging.start + paging.count]
     else:
@@ -100,6 +102,7 @@ def _list(request: HttpRequest, site: AdminSite, dead: bool) -> HttpResponse:
         "query": query,
         "truncated": bool(query) and paging.total >= SEARCH_CAP,
         "search_cap": SEARCH_CAP,
+        "search_scan": SEARCH_SCAN,
         "dead": dead,
     }
     title = "Dead batches" if dead else "Batches"

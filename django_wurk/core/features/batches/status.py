@@ -262,25 +262,35 @@ class BatchSet:
             if status.exists:
                 yield status
 
-    def search(self, text: str, limit: int = 100) -> list[BatchStatus]:
+    def search(self, text: str, limit: int = 100, scan: int = 20_000) -> list[BatchStatus]:
         """Batches whose bid or description contains ``text`` (case-insensitive), newest first.
 
-        A bid is matched in the index; descriptions are read page by page, newest first, so
-        a search reads at most the index and stops after ``limit`` matches.
+        Descriptions are read page by page from the newest batch on, at most ``scan`` of them,
+        so a search that matches nothing stays cheap on a full index; a whole bid is found
+        wherever it is.
         """
         needle = text.strip().lower()
         found: list[BatchStatus] = []
         if not needle:
             return found
+        exact = text.strip()
+        if keys.BID.match(exact) and self.wurk.redis.zscore(self.index, exact) is not None:
+            status = BatchStatus(exact, self.wurk)
+            if status.exists:
+                found.append(status)
         start = 0
-        while len(found) < limit:
-            bids = [_text(b) for b in self.wurk.redis.zrevrange(self.index, start, start + 499)]
+        while len(found) < limit and start < scan:
+            bids = [
+                _text(b) for b in self.wurk.redis.zrevrange(self.index, start, min(start + 500, scan) - 1)
+            ]
             if not bids:
                 break
             pipe = self.wurk.redis.pipeline(transaction=False)
             for bid in bids:
                 pipe.hget(keys.batch(bid), "description")
             for bid, description in zip(bids, pipe.execute(), strict=True):
+                if bid == exact and found and found[0].bid == exact:
+                    continue
                 if needle in bid.lower() or (
                     description is not None and needle in _text(description).lower()
                 ):
