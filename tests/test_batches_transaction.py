@@ -133,3 +133,38 @@ def test_inline_mode_runs_batch_jobs_at_once(wurk: Wurk) -> None:
             batch_jobs.work.perform_async(7)
     assert [json.loads(x) for x in wurk.redis.lrange("seen:work", 0, -1)] == [[7, batch.bid]]
     assert not wurk.redis.exists(f"b-{batch.bid}")
+
+
+EXIT_SCRIPT = r"""
+import django, logging, sys
+django.setup()
+from django.db import transaction
+from django_wurk import Batch, wurk
+from tests.jobsapp import batch_jobs
+
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+wurk.configure(wurk.config.replace(redis_url="redis://127.0.0.1:1/0", redis_socket_timeout=0.2, push_retries=50))
+batch = Batch(description="never written")
+with transaction.atomic(), batch.jobs():
+    batch_jobs.work.perform_async(1)
+print(batch.bid, flush=True)
+"""
+
+
+def test_a_batch_write_still_waiting_at_exit_is_reported_with_its_jobs(tmp_path: Any) -> None:
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WURK_")}
+    env.update(DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(root))
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], cwd=root, env=env, capture_output=True, text=True, timeout=60
+    )
+    bid = proc.stdout.strip()
+    assert proc.returncode == 0, proc.stderr
+    assert "retrying in the background" in proc.stderr
+    assert f"gave up writing batch {bid} after the commit" in proc.stderr
+    assert "'args': [1]" in proc.stderr  # the job, so it can be pushed by hand

@@ -15,6 +15,7 @@ write carries a token). ``ENQUEUE = "outbox"`` refuses batches inside a transact
 
 from __future__ import annotations
 
+import atexit
 import base64
 import collections
 import json
@@ -423,13 +424,36 @@ def _refusal(outcome: str, bid: str) -> BatchError:
 
 
 class _Retrier:
-    """Retries, in order, batch writes that failed after their commit (one background thread)."""
+    """Retries, in order, batch writes that failed after their commit (one background thread).
+
+    Its thread dies with the process; at exit, what is still waiting is tried once more
+    (for ``EXIT_WAIT`` seconds in all) and what still fails is logged at ERROR with its jobs.
+    """
+
+    #: Seconds the process may spend at exit on batch writes still waiting for Redis.
+    EXIT_WAIT = 5.0
 
     def __init__(self) -> None:
         self._queue: collections.deque[_Flush] = collections.deque()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         os.register_at_fork(after_in_child=self._forked)
+        atexit.register(self._at_exit)
+
+    def _at_exit(self) -> None:
+        deadline = time.monotonic() + self.EXIT_WAIT
+        while True:
+            with self._lock:
+                if not self._queue:
+                    return
+                flush = self._queue.popleft()
+            if time.monotonic() > deadline:
+                flush.lost(TimeoutError("the process exited while Redis was unreachable"))
+                continue
+            try:
+                flush.write()
+            except (RedisError, OSError, BatchError) as exc:
+                flush.lost(exc)
 
     def busy(self) -> bool:
         return bool(self._queue)
