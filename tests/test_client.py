@@ -261,3 +261,26 @@ def test_a_thread_that_finds_the_pool_empty_waits_for_a_connection(wurk: Wurk, t
     finally:
         holder.join()
         observer.close()
+
+
+def first_mailer() -> None: ...
+
+
+def second_mailer() -> None: ...
+
+
+def test_a_decorator_reused_gives_every_function_the_same_options(wurk: Wurk, r: Any) -> None:
+    mailer = job(queue="mailers", retry=5, tags=["mail"], vendor_option="kept")
+    first, second = mailer(first_mailer), mailer(second_mailer)
+    for fn in (first, second):
+        assert fn.job_class._defaults == {
+            "queue": "mailers",
+            "retry": 5,
+            "tags": ["mail"],
+            "vendor_option": "kept",
+        }, fn
+        fn.perform_async()
+    assert [(e["class"], e["retry"], e["vendor_option"]) for e in reversed(queue_entries(r, "mailers"))] == [
+        ("tests.test_client.first_mailer", 5, "kept"),
+        ("tests.test_client.second_mailer", 5, "kept"),
+    ]

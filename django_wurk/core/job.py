@@ -321,7 +321,10 @@ def job(
     retries_exhausted: Callable[[Payload, BaseException], str | None] | None = None,
     **options: Any,
 ) -> Any:
-    """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``."""
+    """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``.
+
+    A ``job(...)`` kept in a variable gives every function it decorates the same options.
+    """
 
     def wrap(f: Callable[P, R]) -> JobFunction[P, R]:
         if "<locals>" in f.__qualname__:
@@ -329,12 +332,13 @@ def job(
                 f"@job needs a module-level function; {f.__qualname__} is nested, "
                 "so a worker could not find it"
             )
-        known = {k: options.pop(k) for k in list(options) if k in KNOWN_OPTIONS}
+        # Read, never consumed: one ``job(...)`` may decorate many functions.
+        known = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
         attrs: dict[str, Any] = {
             "function": staticmethod(f),
             "retry_in_hook": staticmethod(retry_in) if retry_in else None,
             "retries_exhausted_hook": staticmethod(retries_exhausted) if retries_exhausted else None,
-            "options": dict(options),
+            "options": {k: v for k, v in options.items() if k not in KNOWN_OPTIONS},
             "wire_name": wire_name or f"{f.__module__}.{f.__qualname__}",
             "activejob": activejob,
             "__module__": f.__module__,
