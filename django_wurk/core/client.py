@@ -119,7 +119,11 @@ class BufferedPusher:
         self._backlog: deque[tuple[list[Payload], float | None]] = deque()
         self._size = 0
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        # Whether a drain thread owns the backlog. Set and cleared only under the lock, in
+        # the same critical section where a drain thread decides to stop: a thread that has
+        # decided is still alive for a moment, so asking it ``is_alive()`` would leave a
+        # push buffered in that moment with no thread to send it.
+        self._draining = False
         # A forked child starts with an empty buffer (its parent keeps pushing its own).
         os.register_at_fork(after_in_child=self._forked)
 
@@ -151,15 +155,16 @@ class BufferedPusher:
                 )
             self._backlog.append((payloads, at))
             self._size += len(payloads)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True)
-                self._thread.start()
+            if not self._draining:
+                self._draining = True
+                threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True).start()
 
     def _drain(self) -> None:
         delay = 0.1
         while True:
             with self._lock:
                 if not self._backlog:
+                    self._draining = False
                     return
                 payloads, at = self._backlog[0]
             try:
@@ -168,6 +173,11 @@ class BufferedPusher:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
+            except BaseException:
+                # Not an outage: the thread dies with this error, and the next push starts another.
+                with self._lock:
+                    self._draining = False
+                raise
             delay = 0.1
             with self._lock:
                 self._backlog.popleft()
@@ -180,7 +190,7 @@ class BufferedPusher:
         self._lock = threading.Lock()
         self._backlog.clear()
         self._size = 0
-        self._thread = None
+        self._draining = False
 
 
 class Client:
