@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import iscoroutinefunction
 from django.core import checks
 from django.db import transaction
 
@@ -55,7 +56,7 @@ else:
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
-from django_wurk.core import keys, wire
+from django_wurk.core import coroutines, keys, wire
 from django_wurk.core.engine import wurk
 from django_wurk.core.job import Job, Setter
 from django_wurk.core.registry import registry
@@ -167,11 +168,15 @@ class TaskJob(Job, abstract=True):
                      started_at=_iso(started), last_attempted_at=_iso(started))  # fmt: skip
         result = build_result(task, self.jid, store.read(self.jid))
         task_started.send(sender=type(backend), task_result=result)
+        call_args = (TaskContext(task_result=result), *args) if task.takes_context else args
         try:
-            if task.takes_context:
-                value = task.call(TaskContext(task_result=result), *args, **kwargs)
+            if iscoroutinefunction(task.func):
+                # On this worker thread's own loop, as any async job runs, not on a fresh loop
+                # in a helper thread per run (what Task.call does): a client bound to a loop
+                # then serves every run of this thread.
+                value = coroutines.run(task.acall(*call_args, **kwargs))
             else:
-                value = task.call(*args, **kwargs)
+                value = task.call(*call_args, **kwargs)
             value = json.loads(wire.dumps(value))  # results must survive JSON, like the arguments
         except Exception as exc:
             error = {"exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",

@@ -102,6 +102,21 @@ def test_takes_context_and_async_tasks(wurk: Wurk, worker: Launcher) -> None:
     assert doubled.return_value == 42
 
 
+def test_async_tasks_run_on_the_worker_threads_own_loop(wurk: Wurk, test_config: Any) -> None:
+    """Not a fresh loop in a helper thread per run: a client bound to a loop survives between runs."""
+    wurk.configure(test_config.replace(concurrency=1))
+    tasks.task_loops.clear()
+    launcher = Launcher(wurk)
+    launcher.start()
+    try:
+        first, second = tasks.loop_bound.enqueue(), tasks.loop_bound.enqueue()
+        wait_for(lambda: finished(first) and finished(second))
+    finally:
+        launcher.stop()
+    assert first.return_value == second.return_value == "wurk-processor-0"
+    assert tasks.task_loops[0] is tasks.task_loops[1]
+
+
 def test_run_after_defers_into_the_schedule(wurk: Wurk, r: Any, worker: Launcher) -> None:
     later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
     [(member, score)] = r.zrange("schedule", 0, -1, withscores=True)

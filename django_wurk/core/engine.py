@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from django_wurk.core import activejob, wire
+from django_wurk.core import activejob, coroutines, wire
 from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, Scripts, ThreadLines, connect
@@ -107,39 +107,9 @@ class Wurk:
 
     # Running jobs --------------------------------------------------------------------
 
-    def resolve(self, payload: Payload) -> type[Any]:
-        """The registered job for a payload; an ActiveJob wrapper resolves to the job it wraps."""
-        name = payload["class"]
-        if name in activejob.WRAPPERS:
-            name = activejob.job_name(payload) or name
-        job_class = self.registry.resolve(name)
-        if job_class is None:
-            raise UnknownJobError(
-                f"no job is registered as {name!r}; define it in an installed app's jobs module "
-                "(payloads never choose what code to import)"
-            )
-        return job_class
-
-    def instantiate(self, job_class: type[Any], payload: Payload) -> Any:
-        job = job_class()
-        job.jid = payload.get("jid", "")
-        job.payload = payload
-        return job
-
-    def perform(self, job: Any, payload: Payload) -> Any:
-        """Run ``perform`` inside the server middleware; returns what ``perform`` returned."""
-        result: list[Any] = [None]
-
-        if payload["class"] in activejob.WRAPPERS:
-            args, kwargs = activejob.arguments(payload)
-        else:
-            args, kwargs = payload["args"], {}
-
-        def run() -> None:
-            result[0] = job.perform(*args, **kwargs)
-
-        self.server_middleware.invoke(run, job, payload, payload.get("queue", "default"))
-        return result[0]
+    def execute(self, payload: Payload) -> Any:
+        """Run a decoded payload now, in this thread; returns what its job returned."""
+        return Execution(self, payload).run()
 
     def run_inline(self, payload: Payload) -> Any:
         """Run a job now in this thread, through the client and server chains.
@@ -150,8 +120,7 @@ class Wurk:
         if prepared is None:
             return None
         prepared["enqueued_at"] = wire.now_stamp(self.config.timestamps)
-        decoded = wire.loads(wire.dumps(prepared))
-        return self.perform(self.instantiate(self.resolve(decoded), decoded), decoded)
+        return self.execute(wire.loads(wire.dumps(prepared)))
 
     def report_error(self, exc: BaseException, context: dict[str, Any]) -> None:
         """Tell every error handler; a handler that raises is logged, never propagated."""
@@ -167,6 +136,58 @@ class Wurk:
                 handler(payload, exc)
             except Exception:
                 logger.exception("death handler %r raised", handler)
+
+
+class Execution:
+    """One run of one decoded payload: the only way any job is run (workers, inline, tests).
+
+    It finds the registered class, makes a fresh instance, and calls ``perform`` inside the
+    server middleware, seeing an ``async def`` perform (or any awaitable it returns) through
+    to its end on this thread's loop, so middleware wraps the whole run and a coroutine is
+    never mistaken for a finished job. ``job`` stays on the execution rather than being
+    returned because a failed run needs it too: the retry handler asks that same instance
+    for ``retry_in`` and ``retries_exhausted``.
+    """
+
+    __slots__ = ("job", "payload", "wurk")
+
+    def __init__(self, wurk: Wurk, payload: Payload) -> None:
+        self.wurk = wurk
+        self.payload = payload
+        #: The job instance, once its class is found (``None`` if that failed).
+        self.job: Any = None
+
+    def run(self) -> Any:
+        wurk, payload = self.wurk, self.payload
+        wrapped = payload["class"] in activejob.WRAPPERS
+        job = self.job = self._job_class(wrapped)()
+        job.jid = payload.get("jid", "")
+        job.payload = payload
+        args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
+        result: list[Any] = [None]
+
+        def perform() -> None:
+            value = job.perform(*args, **kwargs)
+            # Most jobs return None: skip the awaitable checks for them, this is the hot path.
+            result[0] = (
+                value if value is None else coroutines.settle(value, f"{type(job).__qualname__}.perform")
+            )
+
+        wurk.server_middleware.invoke(perform, job, payload, payload.get("queue", "default"))
+        return result[0]
+
+    def _job_class(self, wrapped: bool) -> type[Any]:
+        """The registered class; an ActiveJob wrapper resolves to the job it wraps."""
+        name = self.payload["class"]
+        if wrapped:
+            name = activejob.job_name(self.payload) or name
+        job_class = self.wurk.registry.resolve(name)
+        if job_class is None:
+            raise UnknownJobError(
+                f"no job is registered as {name!r}; define it in an installed app's jobs module "
+                "(payloads never choose what code to import)"
+            )
+        return job_class
 
 
 wurk = Wurk()

@@ -10,6 +10,7 @@ for middleware and Ruby processes to read.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -84,6 +85,13 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def refuse_generator(fn: object, where: str) -> None:
+    """A generator function's body runs only when iterated, which no worker does: refuse it
+    now, rather than have every run count as a success without running."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ValueError(f"{where} is a generator function ('yield'), so a worker would never run its body")
+
+
 class Job:
     """Base class for jobs. Subclasses are registered under ``wire_name`` when defined.
 
@@ -114,6 +122,7 @@ class Job:
             cls.wire_name = f"{cls.__module__}.{cls.__qualname__}"
         if not isinstance(cls.wire_name, str):
             raise ValueError(f"{cls.__qualname__}: wire_name must be a string")
+        refuse_generator(cls.__dict__.get("perform"), f"{cls.__qualname__}.perform")
         cls._defaults = cls._collect_options()
         if not abstract:
             registry.register(cls)
@@ -323,7 +332,8 @@ def job(
 ) -> Any:
     """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``.
 
-    A ``job(...)`` kept in a variable gives every function it decorates the same options.
+    The function may be ``async def``: a worker runs it on its thread's event loop. A
+    ``job(...)`` kept in a variable gives every function it decorates the same options.
     """
 
     def wrap(f: Callable[P, R]) -> JobFunction[P, R]:
@@ -332,6 +342,7 @@ def job(
                 f"@job needs a module-level function; {f.__qualname__} is nested, "
                 "so a worker could not find it"
             )
+        refuse_generator(f, f"@job {f.__qualname__}")
         # Read, never consumed: one ``job(...)`` may decorate many functions.
         known = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
         attrs: dict[str, Any] = {

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from django_wurk.core import coroutines
 from django_wurk.core.worker.fetch import UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.processor import Processor, Shutdown, Work
@@ -32,6 +33,7 @@ def interrupt(thread: threading.Thread) -> None:
     """Raise ``Shutdown`` in another thread at its next bytecode (C calls run to completion)."""
     if thread.ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(Shutdown))
+        coroutines.wake(thread)  # an async job's loop may be asleep in select()
 
 
 class Manager:

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from django_wurk.core import wire
+from django_wurk.core import coroutines, wire
+from django_wurk.core.engine import Execution
 from django_wurk.core.worker.fetch import UnitOfWork
 from django_wurk.core.worker.retry import bury
 
@@ -123,6 +124,7 @@ class Processor:
             if pending is not None:
                 self._acknowledge(pending)
             manager.fetch.release()
+            coroutines.close_thread_loop()
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         """Acknowledge a finished job on the way out, riding out a short Redis outage."""
@@ -169,11 +171,10 @@ class Processor:
         log = job_logger.isEnabledFor(logging.INFO)
         if log:
             job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
-        job = None
+        execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
-            job = wurk.instantiate(wurk.resolve(payload), payload)
-            wurk.perform(job, payload)
+            execution.run()
         except Shutdown:
             raise
         except Exception as exc:
@@ -190,7 +191,7 @@ class Processor:
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
-                functools.partial(manager.retry.handle, unit.raw, unit.queue, job, exc), unit
+                functools.partial(manager.retry.handle, unit.raw, unit.queue, execution.job, exc), unit
             )
         elapsed = (time.monotonic() - started) * 1000
         self.manager.stats.record(job_class_name, elapsed, False, time.time())
