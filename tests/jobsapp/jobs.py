@@ -187,6 +187,13 @@ def returns_a_coroutine(n: int) -> Any:
 
 
 @job
+def leaves_a_thread(seconds: float) -> None:
+    """Starts a non-daemon thread that outlives the job (and would keep a process from exiting)."""
+    threading.Thread(target=time.sleep, args=(seconds,), name="left-behind-by-a-job", daemon=False).start()
+    record("leaves_a_thread", seconds)
+
+
+@job
 async def async_sleeps(seconds: float) -> None:
     record("async_sleeps-start", seconds)
     try:

@@ -75,12 +75,20 @@ class Manager:
     def quiet(self) -> None:
         self.quieting.set()
 
-    def stop(self, timeout: float) -> int:
-        """Quiet, wait up to ``timeout``, push back what is unfinished; returns how many were pushed back."""
+    def stop(self, timeout: float, hurry: threading.Event | None = None) -> int:
+        """Quiet, wait up to ``timeout``, push back what is unfinished; returns how many were pushed back.
+
+        ``hurry``, once set, ends the wait early (a second TERM). It is only polled, never
+        waited on, so an OS signal handler may set it while this thread is in here.
+        """
         self.quiet()
         deadline = time.monotonic() + timeout
         for p in list(self.processors):
-            p.thread.join(max(0.0, deadline - time.monotonic()))
+            while p.thread.is_alive() and not (hurry is not None and hurry.is_set()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                p.thread.join(min(remaining, 0.1) if hurry is not None else remaining)
         with self.lock:
             unfinished = [w for w in self.busy.values() if not w.finished]
             for work in unfinished:

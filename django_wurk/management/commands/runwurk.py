@@ -94,7 +94,7 @@ class Command(BaseCommand):
             wurk._drop_connections()
 
         def run_child(index: int) -> int:
-            self._run()
+            self._run(owns_process=False)  # the swarm ends a child with os._exit
             return 0
 
         Swarm(
@@ -106,7 +106,7 @@ class Command(BaseCommand):
             shutdown_timeout=config.timeout,
         ).run()
 
-    def _run(self) -> None:
+    def _run(self, owns_process: bool = True) -> None:
         import atexit
         import threading
 
@@ -133,11 +133,15 @@ class Command(BaseCommand):
         try:
             if threading.current_thread() is threading.main_thread():
                 launcher.run()
+            else:
+                # Under --autoreload Django runs us in a side thread and exits the process when
+                # code changes; stop cleanly at exit so running jobs are pushed back, not dropped.
+                atexit.register(launcher.stop)
+                launcher.run(handle_os_signals=False)
                 return
-            # Under --autoreload Django runs us in a side thread and exits the process when code
-            # changes; stop cleanly at exit so running jobs are pushed back, not dropped.
-            atexit.register(launcher.stop)
-            launcher.run(handle_os_signals=False)
         finally:
             if relay is not None:
                 relay.stop()
+        if owns_process:
+            # A thread a job left running must not keep this process alive after "stopped".
+            launcher.guard_exit()
