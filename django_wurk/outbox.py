@@ -7,8 +7,11 @@ pushes them later, oldest first.
 
 Each row is pushed exactly once: the push is a Lua script that first sets a marker key for
 that row (``SET NX``), so a relay that crashed between pushing and deleting, or two relays
-that picked the same row, push it only once and just delete the row. One relay works at a
-time across the cluster (a Redis lease), which keeps the order of rows.
+that picked the same row, push it only once and just delete the row (with a WARNING, so a
+row that is not pushed never goes unseen). The marker is keyed by the row's random token,
+not its id: ids are handed out again after a flush or a restore, and a marker left by an
+earlier row with the same id would swallow the new row's job. One relay works at a time
+across the cluster (a Redis lease), which keeps the order of rows.
 """
 
 from __future__ import annotations
@@ -69,8 +72,18 @@ def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
             except wire.PayloadError:
                 logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
                 continue
-            if push_once(wurk, keys.outbox_marker(prefix, row.pk), payload, row.at):
+            marker = keys.outbox_marker(prefix, row.token)
+            if push_once(wurk, marker, payload, row.at):
                 pushed += 1
+            else:
+                logger.warning(
+                    "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"
+                    " a second push",
+                    row.token,
+                    row.pk,
+                    payload.get("jid"),
+                    marker,
+                )
             done.append(row.pk)
     except RedisError as exc:
         logger.warning(

@@ -50,6 +50,20 @@ else:
         from django.tasks.exceptions import TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
     except ImportError:  # Django 5.2 with the django-tasks backport
+        try:
+            import django_tasks  # noqa: F401
+        except ModuleNotFoundError as exc:
+            if exc.name != "django_tasks":
+                raise  # the backport is there but something it needs is not: say that
+            # Every manage.py command imports this module when WurkBackend is configured:
+            # tell the user what to install rather than which import failed.
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
+                ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
+                ' and add "django_tasks" to INSTALLED_APPS.'
+            ) from None
         from django_tasks import TaskContext, TaskResult, TaskResultStatus
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskError

@@ -288,3 +288,132 @@ def test_the_relay_covers_every_database(outbox: Wurk, test_config: Config) -> N
     outbox.configure(test_config.replace(enqueue="outbox"))
     assert Relay(outbox, ["default", "other"]).relay_all() == 2
     assert sorted(queued_jids(outbox.redis)) == sorted([on_other, on_default])
+
+
+# A process that exits while on-commit pushes are still waiting ------------------------
+
+EXIT_SCRIPT = """
+import atexit, json, logging, os, sys, time
+atexit.register(lambda: print("exited", time.monotonic(), flush=True))  # runs last (LIFO)
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+import django
+django.setup()
+from django.db import transaction
+from django_wurk import transaction as wurk_transaction, wurk
+from django_wurk.signals import push_failed
+from tests.jobsapp import jobs
+
+def receiver(sender, payloads, at, error, **kwargs):
+    print("push_failed", json.dumps({"jids": [p["jid"] for p in payloads], "at": at, "error": str(error)}),
+          flush=True)
+
+push_failed.connect(receiver)
+wurk_transaction.EXIT_FLUSH_SECONDS = float(os.environ.get("EXIT_FLUSH_SECONDS", "10"))
+with transaction.atomic():
+    print("jid", jobs.echo.perform_async("committed"), flush=True)
+with transaction.atomic():
+    print("jid", jobs.critical.perform_in(3600, "later"), flush=True)
+if os.environ.get("REDIS_AT_EXIT"):
+    wurk.configure(wurk.config.replace(redis_url=os.environ["REDIS_AT_EXIT"]))
+print("exiting", time.monotonic(), flush=True)
+"""
+
+
+def run_and_exit(redis_url: str, **env_vars: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run EXIT_SCRIPT: two jobs committed while Redis is down, then a normal exit."""
+    env = dict(os.environ, WURK_REDIS_URL=redis_url, WURK_REDIS_SOCKET_TIMEOUT="0.5",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]), **env_vars)  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    env.pop("DATABASE_URL", None)  # SQLite in memory: no table is needed
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    jids = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("jid ")]
+    assert len(jids) == 2
+    return proc, jids
+
+
+def test_jobs_still_unpushed_at_exit_are_logged_at_error_and_signalled() -> None:
+    proc, (now, later) = run_and_exit(DEAD_REDIS)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR django_wurk.transaction")]
+    assert len(errors) == 2, proc.stderr
+    assert now in errors[0] and "tests.jobsapp.jobs.echo" in errors[0] and "queue default" in errors[0]
+    assert later in errors[1] and "tests.jobsapp.jobs.critical" in errors[1] and "queue critical" in errors[1]
+    assert all("the process is exiting" in line for line in errors)
+    signals = [
+        json.loads(line.split(" ", 1)[1])
+        for line in proc.stdout.splitlines()
+        if line.startswith("push_failed")
+    ]
+    assert [s["jids"] for s in signals] == [[now], [later]]
+    assert signals[0]["at"] is None and signals[1]["at"] > 0
+    assert all("127.0.0.1:1" in s["error"] for s in signals)  # the push's own error
+
+
+def test_jobs_waiting_at_exit_are_pushed_if_redis_is_back(wurk: Wurk, redis_url: str) -> None:
+    proc, (now, later) = run_and_exit(DEAD_REDIS, REDIS_AT_EXIT=redis_url)
+    assert queued_jids(wurk.redis) == [now]
+    assert [json.loads(m)["jid"] for m in wurk.redis.zrange("schedule", 0, -1)] == [later]
+    assert "ERROR" not in proc.stderr and "push_failed" not in proc.stdout
+
+
+def test_the_wait_at_exit_is_bounded_when_redis_does_not_answer() -> None:
+    """A Redis that accepts connections and never replies must not hold the exit hostage."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections complete in the backlog; nothing ever answers
+    try:
+        url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        proc, jids = run_and_exit(
+            DEAD_REDIS, REDIS_AT_EXIT=url, EXIT_FLUSH_SECONDS="1", WURK_FETCH_TIMEOUT="10"
+        )
+    finally:
+        silent.close()
+    stamps = {line.split()[0]: float(line.split()[1]) for line in proc.stdout.splitlines() if "exit" in line}
+    # One push to the silent server takes 10.5 s or more (the socket timeout): an exit that
+    # waited for even one would take longer than this; the bound is 1 s.
+    assert stamps["exited"] - stamps["exiting"] < 8, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR django_wurk.transaction")]
+    assert len(errors) == 2 and all(jid in "".join(errors) for jid in jids), proc.stderr
+    assert proc.stdout.count("push_failed") == 2
+
+
+FORK_SCRIPT = """
+import os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+import django
+django.setup()
+from django.db import transaction
+from django_wurk import wurk
+from tests.jobsapp import jobs
+
+dead, live = wurk.config, wurk.config.replace(redis_url=os.environ["LIVE_REDIS"])
+with transaction.atomic():
+    jobs.echo.perform_async("parent")  # fails: waits in the parent's retrier
+pid = os.fork()
+if pid == 0:  # a forked web worker, which has its own commit fail, then exits normally
+    with transaction.atomic():
+        jobs.echo.perform_async("child")
+    wurk.configure(live)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+assert status == 0, status
+wurk.configure(live)
+"""
+
+
+def test_a_forked_child_never_pushes_what_its_parent_was_retrying(wurk: Wurk, redis_url: str) -> None:
+    env = dict(os.environ, WURK_REDIS_URL=DEAD_REDIS, LIVE_REDIS=redis_url, WURK_REDIS_SOCKET_TIMEOUT="0.5",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = sorted(json.loads(x)["args"][0] for x in wurk.redis.lrange("queue:default", 0, -1))
+    assert seen == ["child", "parent"], proc.stderr  # each pushed at its own process's exit, once

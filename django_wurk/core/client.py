@@ -97,7 +97,13 @@ def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bo
     return bool(
         wurk.scripts.push_once(
             keys=[marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE],
-            args=[keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), "" if at is None else repr(at)],
+            args=[
+                keys.OUTBOX_MARKER_TTL,
+                queue,
+                wire.dumps(payload),
+                "" if at is None else repr(at),
+                str(payload.get("jid") or ""),
+            ],
         )
     )
 

@@ -77,9 +77,10 @@ OUTBOX_RELAY_LOCK = "wurk-outbox-relay"
 OUTBOX_MARKER_TTL = 7 * 24 * 3600
 
 
-def outbox_marker(scope: str, row_id: int) -> str:
-    """Set when outbox row ``row_id`` of database ``scope`` was pushed, so it is pushed once."""
-    return f"wurk-outbox:{scope}:{row_id}"
+def outbox_marker(scope: str, token: str) -> str:
+    """Set when the outbox row with ``token`` (never reused) of database ``scope`` was pushed,
+    so it is pushed once."""
+    return f"wurk-outbox:{scope}:{token}"
 
 
 def task_result(jid: str) -> str:
