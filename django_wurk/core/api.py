@@ -11,6 +11,7 @@ can report "that job is gone" instead of failing.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +24,21 @@ from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.worker.retry import bury
 
 PAGE = 100
+
+
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _writable(payload: wire.Payload) -> bool:
+    """Whether the payload can be written back as it is: an entry that decodes but cannot be
+    encoded again (NaN, a lone surrogate, nesting too deep) is left where it is, like an
+    unreadable one, instead of failing the action halfway."""
+    try:
+        wire.dumps(payload).encode("utf-8")
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _text(value: bytes | str | None) -> str:
@@ -208,14 +224,14 @@ class SortedEntry(JobRecord):
 
     def add_to_queue(self) -> bool:
         """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
-        if self.payload is None:
+        if self.payload is None or not _writable(self.payload):
             return False
         return self.parent.wurk.client.promote(self.parent.name, self.raw, self.payload)
 
     def retry(self) -> bool:
         """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
         so the retry does not use up an attempt."""
-        if self.payload is None:
+        if self.payload is None or not _writable(self.payload):
             return False
         payload = dict(self.payload)
         if isinstance(payload.get("retry_count"), int):
@@ -310,20 +326,56 @@ class SortedSet:
     def clear(self) -> None:
         self.wurk.redis.unlink(self.name)
 
+    def clear_all(self) -> int:
+        """Delete every entry; returns how many there were (counted in the same MULTI)."""
+        pipe = self.wurk.redis.pipeline(transaction=True)
+        pipe.zcard(self.name)
+        pipe.unlink(self.name)
+        return int(pipe.execute()[0])
+
+    def _snapshot(self) -> dict[float, set[bytes]]:
+        """Who is in the set now: score -> digests of the members with that score.
+
+        ZSCAN returns every member present for the whole scan, and the scan finishes before a
+        bulk action changes anything, so an entry the action itself causes (a retried job
+        failing again, a kill's death handler scheduling a new one) is never in it. Digests
+        rather than members keep a large set's snapshot small.
+        """
+        wanted: dict[float, set[bytes]] = {}
+        for raw, score in self.wurk.redis.zscan_iter(self.name, count=1000):
+            wanted.setdefault(score, set()).add(_digest(raw))
+        return wanted
+
     def _drain(self, act: str) -> int:
-        """Apply ``act`` to every entry, oldest first; unreadable entries that cannot be
-        retried or queued are left in place (and skipped), so this always terminates."""
-        done = skipped = 0
-        while True:
-            rows = self.wurk.redis.zrange(self.name, skipped, skipped + PAGE - 1, withscores=True)
-            if not rows:
-                return done
+        """Apply ``act`` to each entry present when it starts, once, oldest first.
+
+        A pass that re-reads the set from its start takes entries added meanwhile too: a
+        dead-set "Retry all" with workers running took the jobs that failed again and were
+        buried with a new score, and ran them again (and again). So the entries are the
+        snapshot's; each page is read by score range and only snapshot members are acted
+        on (each action removes its member atomically, if still there, so an entry someone
+        else moved meanwhile is skipped). Entries that cannot be acted on (unreadable) stay.
+        """
+        wanted = self._snapshot()
+        scores = sorted(wanted)
+        done = 0
+        i = 0
+        while i < len(scores):
+            j, count = i, 0
+            while j < len(scores) and (j == i or count + len(wanted[scores[j]]) <= PAGE):
+                count += len(wanted[scores[j]])
+                j += 1
+            rows = self.wurk.redis.zrangebyscore(self.name, scores[i], scores[j - 1], withscores=True)
             for raw, score in rows:
-                entry = SortedEntry(raw, score, self)
-                if getattr(entry, act)():
+                digests = wanted.get(score)
+                digest = _digest(raw)
+                if digests is None or digest not in digests:
+                    continue  # added after the snapshot
+                digests.discard(digest)
+                if getattr(SortedEntry(raw, score, self), act)():
                     done += 1
-                elif self.wurk.redis.zscore(self.name, raw) is not None:
-                    skipped += 1  # left in place (unreadable, or already dead): step past it
+            i = j
+        return done
 
     def retry_all(self) -> int:
         return self._drain("retry")

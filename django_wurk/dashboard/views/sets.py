@@ -291,7 +291,8 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             "detail": (
                 "They are removed from Redis for good. This cannot be undone."
                 if action == "delete_all"
-                else "Entries added or removed meanwhile are handled as they are found."
+                else "It takes the entries in the set when you confirm, each once; entries added "
+                "after that are left for later, and ones removed meanwhile are skipped."
             ),
             "action_url": request.path,
             "fields": [("action", action)],
@@ -308,8 +309,7 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             tab=k.slug,
         )
     if action == "delete_all":
-        done = sset.size()
-        sset.clear()
+        done = sset.clear_all()
     elif action == "add_all":
         done = api.ScheduledSet(wurk).add_all_to_queue()
     elif action == "retry_all":
