@@ -113,11 +113,8 @@ def find(sset: api.SortedSet, key: str) -> api.SortedEntry | None:
     An entry whose payload cannot be decoded has no jid; its key is ``<score>-`` and it is
     the first unreadable entry with that score.
     """
-    score_text, sep, jid = key.partition("-")
-    if not sep:
-        return None
     try:
-        score = float(score_text)
+        score, jid = api.split_entry_key(key)
     except ValueError:
         return None
     for entry in sset.fetch(score):
