@@ -187,7 +187,9 @@ def test_stats_is_strict_json_with_a_minus_infinity_enqueued_at(viewer: Client, 
 def test_counters_that_are_not_numbers(viewer: Client, r: Any) -> None:
     r.set(keys.STAT_PROCESSED, "abc")
     r.set(keys.STAT_FAILED, "1e400")
-    r.set(keys.daily_stat("processed", time.strftime("%Y-%m-%d", time.gmtime())), "-Infinity")
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    r.set(keys.daily_stat("processed", today), "-Infinity")
+    r.set(keys.daily_stat("failed", today), "9" * 4000)
     data = strict_json(viewer.get(url("stats")).content)
     assert data["sidekiq"]["processed"] == 0 and data["sidekiq"]["failed"] == 0
     ok(viewer, url("changelist"))
@@ -416,10 +418,13 @@ def test_metrics_with_odd_class_names_and_values(viewer: Client, r: Any) -> None
     [minute_key] = [k for k in r.keys("j|*") if k.count(b":") == 1 and len(k.split(b":")[1]) == 2]
     for name in ("", "a\nb", "a/b", XSS, "x" * 3000, "%"):
         r.hset(minute_key, mapping={f"{name}|p": "abc", f"{name}|f": "1e400", f"{name}|ms": "-Infinity"})
+    for i, value in enumerate(["9" * 4000, "-" + "9" * 4000, "9" * 300, "-5", "1.5"]):
+        r.hset(minute_key, mapping={f"Big{i}|p": value, f"Big{i}|f": value, f"Big{i}|ms": value})
     page = ok(viewer, url("metrics"))
     assert "&lt;script&gt;" in page
-    for name in ("a\nb", "a/b", XSS, "%"):
+    for name in ("a\nb", "a/b", XSS, "%", "Big0", "Big1", "Big2"):
         ok(viewer, url("metrics_class", name=name))
+        ok(viewer, url("metrics_class", name=name) + "?period=24h")
 
 
 # Made-up queues ------------------------------------------------------------------------
