@@ -217,6 +217,7 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
 
 def notify(request: HttpRequest, level: int, text: str) -> None:
     """A message on the next page (silently dropped where the messages app is not set up)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # see ``audit``
     messages.add_message(request, level, text, fail_silently=True)
 
 
@@ -227,6 +228,9 @@ def audit(request: HttpRequest, what: str) -> None:
     change made in the admin, which is where a Django team looks first. The action has
     already happened, so a failure to write that row is logged, never raised.
     """
+    # Job data in the text (a jid) may hold what no encoding can write, a lone surrogate:
+    # written as its escape, so neither the log nor the database refuses it.
+    what = what.encode("utf-8", "backslashreplace").decode("utf-8")
     user = getattr(request.user, "get_username", lambda: "?")()
     logger.info("dashboard: %s %s", user, what)
     if not request.user.is_authenticated:

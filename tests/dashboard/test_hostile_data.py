@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import html
 import json
+import random
 import re
+import struct
 import time
 import zlib
 from collections.abc import Iterator
@@ -308,6 +310,12 @@ def test_parse_entry_key_round_trips_every_score() -> None:
     for score in (1795966991.5853264, -1.5, -1e-05, 1e-07, -0.0, 1e300, float("inf"), float("-inf")):
         for jid in ("300194a3c6ab2a0c4e8ce1d7", "a-b", "-", "1e-05", "inf-inf", "x\ny"):
             assert parse_entry_key(f"{score!r}-{jid}") == (score, jid)
+    # Any double at all (random bit patterns, so subnormals and huge exponents too).
+    rng = random.Random(10)
+    for _ in range(20_000):
+        score = struct.unpack("<d", rng.getrandbits(64).to_bytes(8, "little"))[0]
+        if score == score:  # NaN is never a score
+            assert parse_entry_key(f"{score!r}-e-1-{score!r}") == (score, f"e-1-{score!r}")
     # Ruby's way of printing a float (Sidekiq's Web UI links) reads the same.
     assert parse_entry_key("1.0e+20-abc") == (1e20, "abc")
     assert parse_entry_key("-Infinity-abc") == (float("-inf"), "abc")
@@ -505,3 +513,19 @@ def test_a_key_of_the_wrong_type_gives_a_page_that_says_so(manager: Client, r: A
     response = manager.post(url("all", kind="retries"), {"action": "retry_all", "confirm": "yes"})
     assert response.status_code == 503
     assert ok(manager, url("busy"))  # a page that does not read it still works (the tab count is left out)
+
+
+def test_deleting_a_job_whose_jid_no_encoding_can_write(manager: Client, r: Any) -> None:
+    """The audit record names the job: its text must reach the database and the log intact."""
+    from django.contrib.admin.models import LogEntry
+
+    raw = b'{"class":"X","args":[],"jid":"\\ud800\\udfff-\\ud800","queue":"default"}'
+    r.sadd(keys.QUEUES, "default")
+    r.lpush(keys.queue("default"), raw)
+    page = ok(manager, url("queue", name="default"))
+    [digest] = re.findall(r'name="digest" value="([0-9a-f]+)"', page)
+    response = manager.post(url("queue_delete"), {"name": "default", "digest": digest, "position": "0"})
+    assert response.status_code == 302 and r.llen(keys.queue("default")) == 0
+    assert said(response)[0].startswith("Deleted X job")
+    ok(manager, url("queue", name="default"))  # the message is shown on the next page
+    assert "\\ud800" in LogEntry.objects.get().change_message
