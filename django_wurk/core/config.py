@@ -22,7 +22,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django_wurk.core.wire import TimestampStyle
 
-QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
+#: A whole queue name: ``\A``/``\Z``, because ``$`` also matches before a final newline, which let
+#: "mail\n" through (``QUEUE_NAME.match`` and ``fullmatch`` agree on this pattern).
+QUEUE_NAME = re.compile(r"\A[a-zA-Z0-9_:.\-]+\Z")
 ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
 #: The shortest dashboard stats token accepted: long enough that guessing it is hopeless.
 MIN_TOKEN_LENGTH = 16
@@ -176,7 +178,7 @@ def parse_queue(setting: str, value: Any) -> QueueSpec:
             raise ConfigError(setting, f"queue weight in {value!r} is not an integer")
     else:
         raise ConfigError(setting, f"cannot read {value!r} as a queue; use 'name' or 'name,weight'")
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
         raise ConfigError(setting, f"queue name {name!r} must match [a-zA-Z0-9_:.-]+")
     if weight < 0:
         raise ConfigError(setting, f"queue weight in {value!r} must be >= 0")

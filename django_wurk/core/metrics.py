@@ -111,10 +111,13 @@ def period(minutes: int, now: datetime | None = None) -> Period:
 
 
 def _int(value: bytes | str | None) -> int:
+    """A counter as HINCRBY keeps it (0 to 2**63 - 1); anything else written there reads as 0,
+    so a hand-written "abc" or a 4000-digit number cannot break the sums and charts."""
     try:
-        return int(value or 0)
+        number = int(value or 0)
     except (TypeError, ValueError):
         return 0
+    return number if 0 <= number < 2**63 else 0
 
 
 def _text(value: bytes | str) -> str:

@@ -15,7 +15,7 @@ from django.urls import NoReverseMatch, reverse
 
 from django_wurk.core import keys
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import UNAVAILABLE, admin_url_name
+from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, admin_url_name
 
 
 def _always() -> bool:
@@ -71,7 +71,7 @@ def tabs(active: str, counts: bool = True, current_app: str | None = None) -> li
             for name in counted:
                 pipe.zcard(name)
             sizes = dict(zip(counted, (int(n) for n in pipe.execute()), strict=True))
-        except UNAVAILABLE:
+        except (*UNAVAILABLE, *REFUSED):
             sizes = {}
     links = []
     for t in shown:

@@ -127,8 +127,11 @@ def test_a_queue_page_pages_through_jobs_in_both_orders(viewer: Client, r: Any) 
 
 
 def test_an_empty_or_unknown_queue(viewer: Client, wurk: Wurk) -> None:
-    assert "This queue is empty." in text(viewer, url("queue", name="nothing-here"))
+    unknown = viewer.get(url("queue", name="nothing-here"))
+    assert unknown.status_code == 404 and "No queue named “nothing-here”." in unknown.content.decode()
     assert "No queues yet" in text(viewer, url("queues"))
+    wurk.redis.sadd(keys.QUEUES, "nothing-here")
+    assert "This queue is empty." in text(viewer, url("queue", name="nothing-here"))
 
 
 def test_set_pages_order_and_page_in_redis(viewer: Client, r: Any) -> None:

@@ -15,7 +15,7 @@ from django_wurk.core import api
 from django_wurk.core.config import ConfigError
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
-from django_wurk.dashboard.access import UNAVAILABLE, View, admin_url_name, guard, render_page
+from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, View, admin_url_name, guard, render_page
 
 HISTORY_DAYS = (7, 30, 90, 180)
 #: Seconds between two polls of the live graph.
@@ -64,7 +64,7 @@ def stats_endpoint(site: AdminSite) -> View:
             if not token or not constant_time_compare(header[7:].strip(), token):
                 return JsonResponse({"error": "unauthorized"}, status=401)
             return JsonResponse(stats_payload())
-        except (*UNAVAILABLE, ConfigError) as exc:
+        except (*UNAVAILABLE, *REFUSED, ConfigError) as exc:
             return JsonResponse({"error": "redis_unavailable", "message": str(exc)}, status=503)
 
     return view

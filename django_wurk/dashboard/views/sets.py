@@ -113,11 +113,8 @@ def find(sset: api.SortedSet, key: str) -> api.SortedEntry | None:
     An entry whose payload cannot be decoded has no jid; its key is ``<score>-`` and it is
     the first unreadable entry with that score.
     """
-    score_text, sep, jid = key.partition("-")
-    if not sep:
-        return None
     try:
-        score = float(score_text)
+        score, jid = api.split_entry_key(key)
     except ValueError:
         return None
     for entry in sset.fetch(score):
@@ -291,7 +288,8 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             "detail": (
                 "They are removed from Redis for good. This cannot be undone."
                 if action == "delete_all"
-                else "Entries added or removed meanwhile are handled as they are found."
+                else "It takes the entries in the set when you confirm, each once; entries added "
+                "after that are left for later, and ones removed meanwhile are skipped."
             ),
             "action_url": request.path,
             "fields": [("action", action)],
@@ -308,8 +306,7 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             tab=k.slug,
         )
     if action == "delete_all":
-        done = sset.size()
-        sset.clear()
+        done = sset.clear_all()
     elif action == "add_all":
         done = api.ScheduledSet(wurk).add_all_to_queue()
     elif action == "retry_all":
