@@ -1,0 +1,238 @@
+"""Poison data in every loop that walks Redis: processor outcome, poller and reaper (issue 10, cases 1-3).
+
+A poison entry is one the engine cannot run or cannot write back: NaN or Infinity in the
+JSON, nesting deeper than Ruby's JSON accepts, lone surrogates, invalid JSON or UTF-8, odd
+field values. Whatever it is, each test checks the same promise against a real worker:
+the entry ends in the dead set exactly once with its original bytes and a reason (or, for
+an odd field Sidekiq would tolerate, in its normal place), it is left in no private list,
+no thread dies, and the good jobs beside it are processed.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from django_wurk import Job, Wurk
+from django_wurk.core import wire
+from django_wurk.core.worker import Launcher
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.reaper import Reaper
+from django_wurk.core.worker.retry import RetryHandler
+from django_wurk.core.worker.scheduler import Poller
+from tests.conftest import wait_for
+from tests.jobsapp import jobs
+
+FAILS = "tests.jobsapp.jobs.always_fails"  # retry=2, backtrace=True
+ECHO = "tests.jobsapp.jobs.echo"
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+def stored(fields: bytes, job_class: str = FAILS, args: bytes = b"[1]") -> bytes:
+    """A payload written by hand, as another producer (or an attacker) could write it."""
+    head = b'{"class":"' + job_class.encode() + b'","args":' + args + b',"queue":"default","jid":"'
+    return head + wire.new_jid().encode() + b'"' + fields + b"}"
+
+
+#: Payloads a worker cannot run or cannot write back, with a word of the reason expected.
+UNRUNNABLE = [
+    pytest.param(stored(b"", args=b"[NaN]"), "NaN", id="nan"),
+    pytest.param(stored(b"", args=b"[Infinity]"), "Infinity", id="infinity"),
+    pytest.param(stored(b"", args=b"[-Infinity]"), "-Infinity", id="minus-infinity"),
+    pytest.param(stored(b"", args=b"[1e400]"), "out of range", id="float-overflow"),
+    pytest.param(stored(b"", args=b'["\\ud800"]'), "surrogate", id="lone-surrogate"),
+    pytest.param(stored(b"", args=DEEP), "nesting", id="deep-100000"),
+    pytest.param(stored(b"", args=b"[" * 101 + b"]" * 101), "nesting", id="deep-101"),
+    pytest.param(stored(b',"retry_count":NaN'), "NaN", id="nan-retry-count"),
+]
+
+
+@pytest.fixture
+def launcher(wurk: Wurk) -> Iterator[Launcher]:
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
+
+
+def private_lists(r: Any) -> list[bytes]:
+    return list(r.scan_iter(match="queue:sq|*"))
+
+
+def dead(r: Any) -> list[dict[str, Any]]:
+    return [json.loads(m) for m in r.zrange("dead", 0, -1)]
+
+
+def original_bytes(envelope: dict[str, Any]) -> bytes:
+    if "payload_base64" in envelope:
+        return base64.b64decode(envelope["payload_base64"])
+    [text] = envelope["args"]
+    return str(text).encode("utf-8")
+
+
+def assert_buried_once(r: Any, raw: bytes, reason: str, source: str = "") -> dict[str, Any]:
+    matches = [
+        e
+        for e in dead(r)
+        if e.get("class") == "django_wurk.InvalidPayload"
+        and original_bytes(e) == raw
+        and source in e["error_message"]
+    ]
+    assert len(matches) == 1, f"{len(matches)} dead entries hold {raw[:80]!r}"
+    [envelope] = matches
+    assert envelope["error_class"] == "InvalidPayload" and reason in envelope["error_message"]
+    assert envelope["retry"] == 0
+    return envelope
+
+
+def processors_alive(worker: Launcher, threads: list[threading.Thread]) -> bool:
+    """True when the processor threads are the very ones started (none crashed and was replaced)."""
+    current = [p.thread for p in worker.manager.processors]
+    return current == threads and all(t.is_alive() for t in current)
+
+
+def settle(r: Any, worker: Launcher, threads: list[threading.Thread]) -> None:
+    """A good job behind the poison runs, nothing stays in a private list, no thread died."""
+    jobs.echo.perform_async("after")
+    wait_for(lambda: b'["after"]' in r.lrange("seen:echo", 0, -1))
+    wait_for(lambda: private_lists(r) == [])
+    assert processors_alive(worker, threads)
+
+
+# Case 1: the processor -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw", "reason"), UNRUNNABLE)
+def test_a_payload_that_cannot_be_written_back_is_buried_once_and_the_worker_goes_on(
+    wurk: Wurk, r: Any, launcher: Launcher, raw: bytes, reason: str
+) -> None:
+    threads = [p.thread for p in launcher.manager.processors]
+    r.lpush("queue:default", raw)
+    wait_for(lambda: r.zcard("dead") == 1)
+    assert_buried_once(r, raw, reason)
+    settle(r, launcher, threads)
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 1
+
+
+#: Odd values in the fields the retry handler reads. Sidekiq would record these (or treat
+#: the field as absent), so the job is retried or buried as usual, never lost or stuck.
+ODD_FIELDS = [
+    pytest.param(b',"retry":true,"retry_count":' + b"9" * 400, "dead", id="retry-count-400-digits"),
+    pytest.param(
+        b',"retry":' + b"9" * 401 + b',"retry_count":' + b"9" * 400, "retry", id="huge-retry-and-count"
+    ),
+    pytest.param(b',"retry_count":-3', "retry", id="negative-retry-count"),
+    pytest.param(b',"retry_count":"abc"', "retry", id="string-retry-count"),
+    pytest.param(b',"retry_count":true', "retry", id="bool-retry-count"),
+    pytest.param(b',"retry_count":1.5', "retry", id="float-retry-count"),
+    pytest.param(b',"backtrace":"abc"', "retry", id="string-backtrace"),
+    pytest.param(b',"backtrace":[1]', "retry", id="list-backtrace"),
+    pytest.param(b',"backtrace":-1', "retry", id="negative-backtrace"),
+    pytest.param(b',"backtrace":' + b"9" * 400, "retry", id="huge-backtrace"),
+    pytest.param(b',"retry_for":' + b"9" * 400, "retry", id="huge-retry-for"),
+    pytest.param(b',"retry_for":60,"retry_count":0,"failed_at":' + b"9" * 400, "retry", id="huge-failed-at"),
+    pytest.param(b',"retry_for":60,"retry_count":0,"failed_at":{"a":1}', "retry", id="object-failed-at"),
+    pytest.param(b',"retry_for":"soon"', "retry", id="string-retry-for"),
+    pytest.param(b',"retry":"yes"', "retry", id="string-retry"),
+    pytest.param(b',"retry":[1]', "retry", id="list-retry"),
+    pytest.param(b',"retry":-5', "dead", id="negative-retry"),
+    pytest.param(b',"retry_queue":{"a":1}', "retry", id="object-retry-queue"),
+    pytest.param(
+        b',"error_message":{"a":[1]},"error_class":[],"error_backtrace":7', "retry", id="odd-error-fields"
+    ),
+    pytest.param(b',"dead":"no","retry":0', "dead", id="string-dead"),
+]
+
+
+@pytest.mark.parametrize(("fields", "where"), ODD_FIELDS)
+def test_a_failing_job_with_odd_field_values_is_recorded_once(
+    wurk: Wurk, r: Any, launcher: Launcher, fields: bytes, where: str
+) -> None:
+    threads = [p.thread for p in launcher.manager.processors]
+    raw = stored(fields)
+    jid = json.loads(raw)["jid"]
+    r.lpush("queue:default", raw)
+    wait_for(lambda: r.zcard("retry") + r.zcard("dead") == 1)
+    [member] = r.zrange(where, 0, -1)
+    entry = json.loads(member)
+    assert entry["jid"] == jid and entry["class"] == FAILS
+    assert entry["error_class"] == "ValueError" and entry["error_message"] == "boom 1"
+    assert isinstance(entry["retry_count"], int)
+    if where == "retry":
+        assert entry["queue"] == "default"  # an unusable retry_queue is ignored
+        [(_, score)] = r.zrange("retry", 0, -1, withscores=True)
+        assert time.time() < score < time.time() + 200 * 365 * 86400
+    settle(r, launcher, threads)
+    assert r.zcard("retry") + r.zcard("dead") == 1
+
+
+class Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception cannot be printed")
+
+
+class RaisesUnprintable(Job):
+    wire_name = "tests.test_poison.RaisesUnprintable"
+    retry = 3
+
+    def perform(self) -> None:
+        raise Unprintable()
+
+
+def test_an_exception_that_cannot_be_printed_is_still_recorded(
+    wurk: Wurk, r: Any, launcher: Launcher
+) -> None:
+    threads = [p.thread for p in launcher.manager.processors]
+    jid = RaisesUnprintable.perform_async()
+    wait_for(lambda: r.zcard("retry") == 1)
+    [entry] = [json.loads(m) for m in r.zrange("retry", 0, -1)]
+    assert entry["jid"] == jid and entry["error_class"] == "Unprintable"
+    assert "Unprintable" in entry["error_message"]
+    settle(r, launcher, threads)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        ValueError("Out of range float values are not JSON compliant"),
+        RecursionError("maximum recursion depth exceeded"),
+        TypeError("Object of type set is not JSON serializable"),
+        OverflowError("int too large to convert to float"),
+        UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
+def test_when_the_retry_cannot_be_written_the_job_goes_to_the_dead_set_once(
+    wurk: Wurk, r: Any, monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """The catch-all: whatever stops the retry handler (short of Redis being down) buries the job."""
+    calls: list[bytes] = []
+
+    def cannot_record(self: RetryHandler, raw: bytes, queue: str, job: Any, exc: BaseException) -> str:
+        calls.append(raw)
+        raise error
+
+    monkeypatch.setattr(RetryHandler, "handle", cannot_record)
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        threads = [p.thread for p in worker.manager.processors]
+        raw = stored(b',"retry":true')
+        r.lpush("queue:default", raw)
+        wait_for(lambda: r.zcard("dead") == 1)
+        envelope = assert_buried_once(r, raw, "boom 1")
+        assert type(error).__name__ in envelope["error_message"]
+        settle(r, worker, threads)
+        assert calls == [raw]  # run once, not again at every restart
+        assert r.zcard("retry") == 0 and r.zcard("dead") == 1
+    finally:
+        worker.stop()
+    assert private_lists(r) == [] and r.llen("queue:default") == 0
