@@ -236,3 +236,120 @@ def test_when_the_retry_cannot_be_written_the_job_goes_to_the_dead_set_once(
     finally:
         worker.stop()
     assert private_lists(r) == [] and r.llen("queue:default") == 0
+
+
+# Case 2: the poller --------------------------------------------------------------------
+
+#: Sorted-set members the poller cannot promote, each with a word of the reason.
+POISON_MEMBERS = [
+    (stored(b"", ECHO, b"[NaN]"), "NaN"),
+    (stored(b"", ECHO, b"[Infinity]"), "Infinity"),
+    (stored(b"", ECHO, DEEP), "nesting"),
+    (stored(b"", ECHO, b'["\\udfff"]'), "surrogate"),
+    (b"{broken", "not valid JSON"),
+    (b"[1,2]", "not an object"),
+    (b'"just a string"', "not an object"),
+    (b"\xff\xfe\x00binary", "UTF-8"),
+    (b"", "not valid JSON"),
+]
+
+
+def good_member(tag: str) -> bytes:
+    return wire.dumps({"class": ECHO, "args": [tag], "queue": "default", "jid": wire.new_jid()}).encode()
+
+
+def test_poison_in_retry_and_schedule_is_buried_and_the_entries_behind_it_are_promoted(
+    wurk: Wurk, r: Any
+) -> None:
+    now = time.time()
+    expected: set[str] = set()
+    for key in ("retry", "schedule"):
+        # The poison sorts first (an odd negative score too), the good entries behind it.
+        for i, (member, _) in enumerate(POISON_MEMBERS):
+            r.zadd(key, {member: -1e18 if i == 0 else now - 100 + i})
+        for i in range(5):
+            expected.add(f"{key}-{i}")
+            r.zadd(key, {good_member(f"{key}-{i}"): now - 50 + i})
+        r.zadd(key, {good_member(f"{key}-negative"): -5.0})
+        expected.add(f"{key}-negative")
+        r.zadd(key, {good_member(f"{key}-far-future"): 1e300})  # a huge score: not due, stays
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        threads = [p.thread for p in worker.manager.processors]
+        wait_for(lambda: {json.loads(x)[0] for x in r.lrange("seen:echo", 0, -1)} == expected)
+        wait_for(lambda: r.zcard("dead") == 2 * len(POISON_MEMBERS))  # each member, from each set
+        assert processors_alive(worker, threads) and worker.poller.thread.is_alive()
+    finally:
+        worker.stop()
+    for member, reason in POISON_MEMBERS:
+        for key in ("retry", "schedule"):
+            assert_buried_once(r, member, reason, source=f"the {key} set")
+    assert r.llen("seen:echo") == len(expected)  # each good entry ran once
+    for key in ("retry", "schedule"):
+        [left] = r.zrange(key, 0, -1)
+        assert json.loads(left)["args"] == [f"{key}-far-future"]
+    assert private_lists(r) == []
+
+
+def test_the_dead_set_holds_one_envelope_per_poison_member_and_set(wurk: Wurk, r: Any) -> None:
+    """The same bytes in ``retry`` and ``schedule`` are two entries; each is buried once."""
+    member, _ = POISON_MEMBERS[0]
+    r.zadd("retry", {member: time.time() - 1})
+    r.zadd("schedule", {member: time.time() - 1})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    assert poller.enqueue_due() == 0
+    assert poller.enqueue_due() == 0
+    assert r.zcard("dead") == 2
+    assert_buried_once(r, member, "NaN", source="the retry set")
+    assert_buried_once(r, member, "NaN", source="the schedule set")
+    assert r.zcard("retry") == 0 and r.zcard("schedule") == 0
+
+
+def test_racing_pollers_bury_each_poison_entry_once_and_push_each_good_one_once(wurk: Wurk, r: Any) -> None:
+    due = time.time() - 10
+    poison: set[bytes] = set()
+    for i in range(60):
+        member = stored(
+            b',"n":' + str(i).encode(), "X", [b"[NaN]", b"[Infinity]", b"[" * 150 + b"]" * 150][i % 3]
+        )
+        poison.add(member)
+        r.zadd("schedule", {member: due + i * 0.01})
+    for i in range(240):
+        payload = {"retry": True, "queue": "race", "args": [i], "class": "X", "jid": f"{i:024x}"}
+        r.zadd("schedule", {wire.dumps(payload): due + i * 0.001})
+    pollers = [Poller(wurk, Outage(wurk.config.redis_url)) for _ in range(4)]
+    errors: list[BaseException] = []
+
+    def drain(poller: Poller) -> None:
+        try:
+            poller.enqueue_due()
+        except BaseException as exc:  # a pass that stops is the bug; report it, do not hang
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drain, args=(p,)) for p in pollers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    jids = [json.loads(x)["jid"] for x in r.lrange("queue:race", 0, -1)]
+    assert len(jids) == 240 and len(set(jids)) == 240
+    buried = [original_bytes(e) for e in dead(r)]
+    assert len(buried) == 60 and set(buried) == poison
+    assert r.zcard("schedule") == 0
+
+
+def test_an_entry_whose_queue_key_is_not_a_list_is_buried_not_lost(wurk: Wurk, r: Any) -> None:
+    """A script is not rolled back when its LPUSH fails, so the type is checked before the ZREM."""
+    r.set("queue:wrongtype", "someone else's string")
+    member = wire.dumps({"class": ECHO, "args": ["x"], "queue": "wrongtype", "jid": wire.new_jid()}).encode()
+    r.zadd("schedule", {member: time.time() - 10})
+    good = good_member("behind")
+    r.zadd("schedule", {good: time.time() - 5})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    assert poller.enqueue_due() == 1
+    envelope = assert_buried_once(r, member, "holds a string, not a list", source="the schedule set")
+    assert envelope["queue"] == "wrongtype"
+    assert r.lrange("queue:default", 0, -1) != [] and r.zcard("schedule") == 0
+    assert r.get("queue:wrongtype") == b"someone else's string"
