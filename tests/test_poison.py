@@ -353,3 +353,64 @@ def test_an_entry_whose_queue_key_is_not_a_list_is_buried_not_lost(wurk: Wurk, r
     assert envelope["queue"] == "wrongtype"
     assert r.lrange("queue:default", 0, -1) != [] and r.zcard("schedule") == 0
     assert r.get("queue:wrongtype") == b"someone else's string"
+
+
+# Case 3: the reaper --------------------------------------------------------------------
+
+
+def fill_dead_worker(r: Any, identity: str, tag: str) -> tuple[list[str], list[bytes]]:
+    """A dead process's private list: good jobs around poison, as a kill -9 would leave them."""
+    poison = [stored(b',"n":"' + tag.encode() + b'"', ECHO, b"[NaN]"), stored(b"", ECHO, DEEP)]
+    goods = [f"{tag}-{i}" for i in range(3)]
+    members = [good_member(goods[0]), poison[0], good_member(goods[1]), poison[1], good_member(goods[2])]
+    r.lpush(f"queue:sq|{identity}|default", *members)
+    return goods, poison
+
+
+def test_the_reaper_buries_poison_and_recovers_every_dead_workers_jobs(wurk: Wurk, r: Any) -> None:
+    goods: list[str] = []
+    poison: list[bytes] = []
+    for n in range(3):
+        g, p = fill_dead_worker(r, f"deadhost:{100 + n}:0123456789ab", f"w{n}")
+        goods += g
+        poison += p
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == len(goods) + len(poison)
+    assert reaper.reap() == 0  # nothing moves twice
+    queued = [json.loads(x) for x in r.lrange("queue:default", 0, -1)]
+    assert sorted(q["args"][0] for q in queued) == sorted(goods)
+    assert all(q["recovered"] == 1 for q in queued)
+    for member in poison:
+        assert_buried_once(r, member, "NaN" if b"NaN" in member else "nesting")
+    assert r.zcard("dead") == len(poison) and private_lists(r) == []
+
+
+def test_the_start_up_sweep_buries_poison_and_the_recovered_jobs_run(wurk: Wurk, r: Any) -> None:
+    goods, poison = fill_dead_worker(r, "deadhost:7:0123456789ab", "sweep")
+    more, more_poison = fill_dead_worker(r, "deadhost:8:0123456789ab", "sweep2")
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        threads = [p.thread for p in worker.manager.processors]
+        wait_for(
+            lambda: sorted(json.loads(x)[0] for x in r.lrange("seen:echo", 0, -1)) == sorted(goods + more)
+        )
+        settle(r, worker, threads)
+        assert worker.reaper is not None and worker.reaper.thread.is_alive()
+    finally:
+        worker.stop()
+    for member in poison + more_poison:
+        assert_buried_once(r, member, "NaN" if b"NaN" in member else "nesting")
+    assert r.zcard("dead") == 4 and private_lists(r) == []
+
+
+def test_the_reaper_buries_a_job_whose_queue_key_is_not_a_list(wurk: Wurk, r: Any) -> None:
+    r.hset("queue:wrongtype", "field", "value")
+    member = good_member("stuck")
+    r.lpush("queue:sq|deadhost:9:0123456789ab|wrongtype", member)
+    goods, _ = fill_dead_worker(r, "deadhost:10:0123456789ab", "fine")
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == 1 + len(goods) + 2
+    assert_buried_once(r, member, "holds a hash, not a list")
+    assert sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1)) == sorted(goods)
+    assert private_lists(r) == [] and r.hget("queue:wrongtype", "field") == b"value"
