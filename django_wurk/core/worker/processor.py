@@ -2,7 +2,8 @@
 
 Everything that can go wrong with data in Redis is handled here without killing the
 thread: an undecodable payload is buried with a reason, an unknown class fails and
-retries, and a Redis outage makes the thread back off instead of spinning.
+retries, a failure whose retry cannot be written is buried with its original bytes, and a
+Redis outage makes the thread back off instead of spinning.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -191,7 +193,7 @@ class Processor:
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
-                functools.partial(manager.retry.handle, unit.raw, unit.queue, execution.job, exc), unit
+                functools.partial(manager.retry.handle, unit.raw, unit.queue, execution.job, exc), unit, exc
             )
         elapsed = (time.monotonic() - started) * 1000
         self.manager.stats.record(job_class_name, elapsed, False, time.time())
@@ -203,14 +205,22 @@ class Processor:
             )
         return True
 
-    def _record_outcome(self, write: Any, unit: UnitOfWork) -> bool:
+    def _record_outcome(
+        self, write: Callable[[], object], unit: UnitOfWork, failure: BaseException | None = None
+    ) -> bool:
         """Write a retry/dead entry, riding out a Redis outage rather than dropping the job.
 
         False if Redis stayed down: the job is then not acknowledged, so with reliable fetch
         it stays in the private list and is pushed back at shutdown.
+
+        Any other error means the entry cannot be written at all (a value JSON cannot carry,
+        a field no rule can read): retrying would fail the same way, and leaving the job
+        unacknowledged would run it again at every restart. So the job goes to the dead set
+        instead, as the bytes it was fetched as, with ``failure`` and the error as reason.
         """
         manager = self.manager
         deadline = time.monotonic() + max(manager.wurk.config.timeout, 5.0) * 4
+        fallen_back = False
         while True:
             try:
                 write()
@@ -227,3 +237,31 @@ class Processor:
                     )
                     return False
                 time.sleep(manager.outage.backoff())
+            except Exception as exc:
+                if fallen_back:  # not even the envelope could be written: say so, keep the job
+                    logger.critical(
+                        "could not bury a job whose outcome cannot be recorded (%s); "
+                        "its payload from queue %r follows: %r",
+                        exc,
+                        unit.queue,
+                        unit.raw,
+                    )
+                    return False
+                fallen_back = True
+                error = unrecordable(failure, exc)
+                logger.error("burying a job from queue %r as fetched: %s", unit.queue, error)
+                self.wurk.report_error(exc, {"context": "recording a job's outcome", "queue": unit.queue})
+                envelope = invalid_payload_envelope(unit, error, self.wurk.config.timestamps)
+                write = functools.partial(bury, self.wurk, envelope)
+
+
+def unrecordable(failure: BaseException | None, exc: BaseException) -> wire.PayloadError:
+    """The dead-set reason for a job whose outcome could not be written."""
+    why = f"{type(exc).__name__}: {wire.error_message(exc)}"
+    if failure is None:
+        return wire.PayloadError("InvalidPayload", f"its outcome could not be recorded ({why})")
+    return wire.PayloadError(
+        "InvalidPayload",
+        f"the job failed ({type(failure).__name__}: {wire.error_message(failure)}) and its retry "
+        f"could not be recorded ({why}); it is kept here as it was fetched",
+    )

@@ -10,13 +10,21 @@ starting process reaps once before it fetches anything.
 A job that keeps killing its worker would otherwise crash-loop through the fleet forever.
 Each recovery is counted in the payload (``recovered``); past ``MAX_RECOVERIES`` the job
 goes to the dead set with an ``error_class`` of ``WorkerDied`` saying why.
+
+A job that cannot be decoded or written back goes to the dead set as its exact bytes with
+the reason, in the same atomic step that takes it out of the private list; and a list that
+cannot be recovered at all is reported and left for the next pass, so no poison stops the
+recovery of every other dead process's jobs.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import TYPE_CHECKING
+
+from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
 from django_wurk.core.worker.fetch import UnitOfWork, seconds_since
@@ -56,40 +64,52 @@ class Reaper(Loop):
         moved = 0
         try:
             for key in redis.scan_iter(match=f"{keys.PRIVATE_QUEUE_PREFIX}*", count=500):
-                parsed = keys.parse_private_queue(key.decode("utf-8", "replace"))
+                try:
+                    name = key.decode("utf-8")
+                except UnicodeDecodeError:  # not a name any process writes; leave it alone
+                    logger.warning("skipping private list %r: its name is not valid UTF-8", key)
+                    continue
+                parsed = keys.parse_private_queue(name)
                 if parsed is None or parsed[0] == self.identity or self.alive(parsed[0]):
                     continue
-                moved += self._recover(key.decode(), *parsed)
+                try:
+                    moved += self._recover(name, *parsed)
+                except RedisError:
+                    raise
+                except Exception as exc:  # a bug met on one list must not strand every other one
+                    logger.exception("could not recover the jobs in %r", name)
+                    self.wurk.report_error(exc, {"context": "reaper", "private_list": name})
         finally:
             redis.eval(RELEASE_LEASE, 1, keys.REAPER_LOCK, self.identity)
         return moved
 
     def alive(self, identity: str) -> bool:
         age = seconds_since(self.wurk.redis.hget(identity, "beat"))
-        return age is not None and age <= self.config.process_dead_after
+        # A beat of "nan" or "inf" is no sign of life (and "inf" would otherwise look alive forever).
+        return age is not None and math.isfinite(age) and age <= self.config.process_dead_after
 
     def _recover(self, private: str, identity: str, queue_name: str) -> int:
-        redis = self.wurk.redis
         moved = buried = 0
         # Newest first: each RPUSH lands further right, so the oldest job ends up fetched first.
-        for raw in redis.lrange(private, 0, -1):
+        for raw in self.wurk.redis.lrange(private, 0, -1):
             new, dead = self._next_life(raw, queue_name, identity)
-            if dead:
-                now = time.time()
-                args = [
-                    raw,
-                    new,
-                    repr(now),
-                    queue_name,
-                    repr(now - self.config.dead_timeout),
-                    self.config.dead_max_jobs,
-                ]
-                ok = self.wurk.scripts.requeue(keys=[private, keys.DEAD, keys.QUEUES], args=args)
-                buried += int(ok)
-            else:
-                args = [raw, new, "", queue_name, "", ""]
-                ok = self.wurk.scripts.requeue(keys=[private, keys.queue(queue_name), keys.QUEUES], args=args)
-                moved += int(ok)
+            if not dead:
+                try:
+                    args = [raw, new, "", queue_name, "", ""]
+                    scripts = self.wurk.scripts
+                    moved += int(
+                        scripts.requeue(keys=[private, keys.queue(queue_name), keys.QUEUES], args=args)
+                    )
+                    continue
+                except ResponseError as exc:  # the queue's key is not a list: nothing was moved
+                    if "WRONGTYPE" not in str(exc):
+                        raise
+                    error = wire.PayloadError(
+                        "InvalidPayload", f"it could not be put back on its queue ({exc})"
+                    )
+                    logger.error("burying a job of dead process %s: %s", identity, error)
+                    new = invalid_payload_envelope(UnitOfWork(queue_name, raw), error, self.config.timestamps)
+            buried += self._bury(private, raw, new, queue_name)
         if moved or buried:
             logger.warning(
                 "recovered %d job(s) of dead process %s from queue %r (%d buried as poison)",
@@ -100,12 +120,39 @@ class Reaper(Loop):
             )
         return moved + buried
 
+    def _bury(self, private: str, raw: bytes, payload: str, queue_name: str) -> int:
+        now = time.time()
+        args = [
+            raw,
+            payload,
+            repr(now),
+            queue_name,
+            repr(now - self.config.dead_timeout),
+            self.config.dead_max_jobs,
+        ]
+        return int(self.wurk.scripts.requeue(keys=[private, keys.DEAD, keys.QUEUES], args=args))
+
     def _next_life(self, raw: bytes, queue_name: str, identity: str) -> tuple[str, bool]:
-        """The payload to write back, and whether it goes to the dead set instead of its queue."""
+        """The payload to write back, and whether it goes to the dead set instead of its queue.
+
+        A payload that cannot be decoded or encoded again is buried as its original bytes.
+        """
         try:
-            payload = wire.loads(raw)
-        except wire.PayloadError as error:
+            return self._rewrite(raw, identity)
+        except Exception as exc:
+            error = (
+                exc
+                if isinstance(exc, wire.PayloadError)
+                else wire.PayloadError(
+                    "InvalidPayload",
+                    f"it could not be recovered ({type(exc).__name__}: {wire.error_message(exc)})",
+                )
+            )
+            logger.error("burying a job of dead process %s from queue %r: %s", identity, queue_name, error)
             return invalid_payload_envelope(UnitOfWork(queue_name, raw), error, self.config.timestamps), True
+
+    def _rewrite(self, raw: bytes, identity: str) -> tuple[str, bool]:
+        payload = wire.loads(raw)
         count = payload.get("recovered")
         recovered = (count if isinstance(count, int) and not isinstance(count, bool) else 0) + 1
         payload["recovered"] = recovered

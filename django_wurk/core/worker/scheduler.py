@@ -4,7 +4,10 @@ Each due entry is read, given a fresh ``enqueued_at`` and passed through the cli
 middleware, then moved by one Lua script that removes it from the sorted set and pushes
 it in the same atomic step. Two pollers racing for one entry cannot both push it (the
 ZREM decides), and a crash between "remove" and "push" cannot happen, so promotion never
-loses or duplicates a job. Entries we cannot decode go to the dead set, not back round.
+loses or duplicates a job. An entry that cannot be promoted (it cannot be decoded or
+encoded again, or the client middleware raises on it) goes to the dead set as its exact
+bytes with the reason, in one script that also removes it, so racing pollers bury it once;
+the pass then goes on with the entries behind it.
 
 The sleep between polls follows Sidekiq: the cluster-wide average interval scaled by the
 number of processes, randomised so processes spread their polls out.
@@ -17,7 +20,7 @@ import random
 import time
 from typing import TYPE_CHECKING
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
 from django_wurk.core.worker.fetch import UnitOfWork
@@ -63,14 +66,31 @@ class Poller(Loop):
 
     def _promote(self, key: str, member: bytes) -> int:
         wurk = self.wurk
+        payload: wire.Payload | None = None
         try:
             payload = wire.loads(member)
-        except wire.PayloadError as error:
-            logger.error("moving an unreadable entry from %r to the dead set: %s", key, error)
-            envelope = invalid_payload_envelope(UnitOfWork("default", member), error, self.config.timestamps)
-            bury(wurk, envelope, source=key, member=member)
-            return 0
-        return int(wurk.client.promote(key, member, payload))
+            return int(wurk.client.promote(key, member, payload))
+        except ResponseError as exc:
+            # WRONGTYPE: the entry names a queue whose key is not a list (promote.lua checks
+            # before writing anything). Any other error reply (OOM, READONLY, BUSY) is the
+            # server's state, not this entry's.
+            if "WRONGTYPE" not in str(exc):
+                raise
+            error = wire.PayloadError("InvalidPayload", f"it could not be pushed to its queue ({exc})")
+        except RedisError:
+            raise
+        except wire.PayloadError as exc:
+            error = exc
+        except Exception as exc:
+            why = f"{type(exc).__name__}: {wire.error_message(exc)}"
+            error = wire.PayloadError("InvalidPayload", f"it could not be promoted ({why})")
+        queue = payload.get("queue") if payload is not None else None
+        unit = UnitOfWork(queue if isinstance(queue, str) and queue else "default", member)
+        logger.error("moving an entry that cannot be promoted from %r to the dead set: %s", key, error)
+        # Say where it was: the same bytes may sit in both sets, as two entries.
+        error = wire.PayloadError(error.error_class, f"{error} (taken from the {key} set)")
+        bury(wurk, invalid_payload_envelope(unit, error, self.config.timestamps), source=key, member=member)
+        return 0
 
     def cleanup_processes(self) -> None:
         """Drop ``processes`` entries whose hash expired (a process killed without a goodbye).
