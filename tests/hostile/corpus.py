@@ -137,6 +137,10 @@ def encode(doc: Any, ascii: bool = False) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+#: In ``changes``: remove the field.
+MISSING: Any = object()
+
+
 def payload(marker: str, fail: bool, now: float, changes: dict[str, Any] | None = None) -> dict[str, Any]:
     """A well-formed hostile job, then ``changes`` (``MISSING`` removes a field)."""
     doc: dict[str, Any] = {
@@ -156,9 +160,6 @@ def payload(marker: str, fail: bool, now: float, changes: dict[str, Any] | None 
     doc["corpus"] = marker
     doc["corpus_fail"] = fail
     return doc
-
-
-MISSING: Any = object()
 
 
 def good_payload(n: int, now: float, queue: str = "default", tag: str = "", **extra: Any) -> dict[str, Any]:
