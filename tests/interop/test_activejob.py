@@ -53,7 +53,7 @@ def test_rails_perform_later_reaches_the_python_job_with_arguments_decoded(
 
 
 def test_the_real_rails_61_vector_runs(r: Any, python_worker: Launcher) -> None:
-    """shared/vectors/queue_job_activejob.json, as Ruby Sidekiq 6.4.1 + ActiveJob 6.1 stored it."""
+    """tests/vectors/queue_job_activejob.json, as Ruby Sidekiq 6.4.1 + ActiveJob 6.1 stored it."""
     r.lpush("queue:vectors_aj", raw("queue_job_activejob.json"))
     wait_for(lambda: r.llen("seen:MyRailsJob"), timeout=15)
     assert json.loads(r.lindex("seen:MyRailsJob", 0)) == ["aj", 2, {}]
