@@ -44,3 +44,34 @@ def test_pytest_run_directly_finds_the_test_settings() -> None:
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "tests collected" in proc.stdout
+
+
+def stub(bin_dir: Path, name: str, script: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + script + "\n")
+    path.chmod(0o755)
+
+
+def test_ci_fails_when_no_redis_answers_for_its_real_redis_pass(tmp_path: Path) -> None:
+    """Passes 3 and 4 fail when their server or interpreter is missing; pass 2 (a real Redis on
+    6379) must too, or CI goes green without ever having run against Redis. ``make`` and the
+    system tools are stand-ins here: only the script's own decisions are under test."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "make-calls"
+    stub(bin_dir, "make", f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$*" >> "{calls}"')
+    stub(bin_dir, "dpkg-query", "echo 'install ok installed'")
+    stub(bin_dir, "apt-get", "exit 1")
+    stub(bin_dir, "redis-cli", "exit 1")  # nothing answers PING
+    stub(bin_dir, "pg_isready", "exit 0")
+    proc = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "run")],
+        env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "test pass 2 failed: no Redis answers PING on 127.0.0.1:6379" in proc.stdout
+    # Lint and pass 1 ran; nothing after the failed pass did.
+    assert calls.read_text().splitlines() == ["||lint", "||test"]
