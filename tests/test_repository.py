@@ -10,9 +10,11 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 from tests import vectors
 
@@ -75,3 +77,10 @@ def test_ci_fails_when_no_redis_answers_for_its_real_redis_pass(tmp_path: Path) 
     assert "test pass 2 failed: no Redis answers PING on 127.0.0.1:6379" in proc.stdout
     # Lint and pass 1 ran; nothing after the failed pass did.
     assert calls.read_text().splitlines() == ["||lint", "||test"]
+
+
+def test_hiredis_comes_with_a_plain_install_and_the_old_extra_still_resolves() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    redis = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "redis"]
+    assert [(r.extras, r.marker) for r in redis] == [({"hiredis"}, None)]
+    assert project["optional-dependencies"]["hiredis"] == []
