@@ -84,3 +84,20 @@ def test_hiredis_comes_with_a_plain_install_and_the_old_extra_still_resolves() -
     redis = [Requirement(r) for r in project["dependencies"] if Requirement(r).name == "redis"]
     assert [(r.extras, r.marker) for r in redis] == [({"hiredis"}, None)]
     assert project["optional-dependencies"]["hiredis"] == []
+
+
+def pip_installs(target: str, venv: Path) -> list[str]:
+    """The ``pip install`` lines ``make <target>`` would run into a virtualenv not yet made."""
+    proc = subprocess.run(
+        ["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [line for line in proc.stdout.splitlines() if " -m pip install " in line]
+
+
+def test_make_run_installs_only_what_the_demo_needs(tmp_path: Path) -> None:
+    """The demo needs the embedded Valkey and django.tasks, not mypy, ruff, playwright or psycopg."""
+    venv = tmp_path / "venv"
+    assert [line.rsplit(" ", 1)[-1] for line in pip_installs("run", venv)] == ["'.[embedded,tasks]'"]
+    for target in ("test", "lint"):
+        assert [line.rsplit(" ", 1)[-1] for line in pip_installs(target, venv)] == ["'.[test,embedded]'"]
