@@ -22,7 +22,7 @@ __all__ = [
     "TimestampStyle",
     "UnknownJobError",
     "Wurk",
+    "__version__",
     "job",
     "wurk",
-    "__version__",
 ]

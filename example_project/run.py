@@ -248,7 +248,8 @@ def main() -> int:
         if wait_for_port(port, children, timeout=30):
             say("")
             say(f"shop:       http://{HOST}:{port}/orders/  (place an order, watch its jobs)")
-            say(f"dashboard:  http://{HOST}:{port}{DASHBOARD_PATH}  (log in as {ADMIN_USER} / {ADMIN_PASSWORD})")
+            login = f"log in as {ADMIN_USER} / {ADMIN_PASSWORD}"
+            say(f"dashboard:  http://{HOST}:{port}{DASHBOARD_PATH}  ({login})")
             say(f"demo page:  http://{HOST}:{port}/")
             say(f"admin:      http://{HOST}:{port}/admin/  ({ADMIN_USER} / {ADMIN_PASSWORD})")
             say("press Ctrl-C to stop everything")

@@ -229,11 +229,11 @@ def test_make_run_prints_the_dashboard_link_and_the_demo_pages_lead_to_it(
         form = browser.open(login, timeout=30).read().decode()
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
         assert token, form
-        data = urllib.parse.urlencode(
-            {"username": user, "password": password, "csrfmiddlewaretoken": token.group(1),
-             "next": "/admin/django_wurk/dashboard/"}  # fmt: skip
-        ).encode()
-        with browser.open(urllib.request.Request(login, data=data, headers={"Referer": login}), timeout=30) as page:
+        fields = {"username": user, "password": password, "csrfmiddlewaretoken": token.group(1)}
+        data = urllib.parse.urlencode({**fields, "next": "/admin/django_wurk/dashboard/"}).encode()
+        with browser.open(
+            urllib.request.Request(login, data=data, headers={"Referer": login}), timeout=30
+        ) as page:
             assert (page.status, page.url) == (200, url)  # the login went through, then to the dashboard
             assert "Live throughput" in page.read().decode()
 

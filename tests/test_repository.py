@@ -37,7 +37,17 @@ def test_pytest_run_directly_finds_the_test_settings() -> None:
     ``-P`` makes this interpreter behave the same way."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONSAFEPATH")}
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "tests/test_wire.py"],
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_wire.py",
+        ],
         cwd=ROOT,
         env=env,
         capture_output=True,

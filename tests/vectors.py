@@ -17,7 +17,9 @@ VECTORS = Path(os.environ.get("WURK_VECTORS_DIR") or Path(__file__).resolve().pa
 def raw(name: str) -> bytes:
     path = VECTORS / name
     if not path.exists():
-        where = "WURK_VECTORS_DIR" if os.environ.get("WURK_VECTORS_DIR") else "the repository (tests/vectors/)"
+        where = (
+            "WURK_VECTORS_DIR" if os.environ.get("WURK_VECTORS_DIR") else "the repository (tests/vectors/)"
+        )
         raise FileNotFoundError(f"{path} is missing: the recorded Sidekiq vectors come from {where}")
     return path.read_bytes()
 

@@ -138,7 +138,18 @@ def run_without_activejob(require_ruby: bool) -> subprocess.CompletedProcess[str
     if require_ruby:
         env["WURK_REQUIRE_RUBY"] = "1"
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rsE", "-p", "no:cacheprovider", __file__, "-k", NEEDS_ACTIVEJOB],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rsE",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            NEEDS_ACTIVEJOB,
+        ],
         cwd=Path(__file__).resolve().parents[2],
         env=env,
         capture_output=True,

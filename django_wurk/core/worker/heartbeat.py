@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from django_wurk.core import version
-from django_wurk.core import keys, wire
+from django_wurk.core import keys, version, wire
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.stats import Stats, queue_flush
 
