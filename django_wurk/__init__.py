@@ -3,6 +3,7 @@
 What you may import from here is the public API; everything else may change.
 """
 
+from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using=..., on_commit=...)
 from django_wurk.core.client import ClientBufferFull, EnqueueError
 from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import RedisError
 
+from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
 from django_wurk.core.client import Pusher, push_once
 from django_wurk.core.engine import Wurk
@@ -148,7 +149,7 @@ class Relay:
     def run(self) -> None:
         from django.db import close_old_connections
 
-        while not self.stopping.wait(self.wurk.config.outbox_relay_interval):
+        while not self.stopping.wait(app_settings().outbox_relay_interval):
             try:
                 self.relay_all()
             except RedisError as exc:

@@ -70,6 +70,7 @@ else:
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
+from django_wurk.conf import app_settings
 from django_wurk.core import coroutines, keys, wire
 from django_wurk.core.engine import wurk
 from django_wurk.core.job import Job, Setter
@@ -278,11 +279,8 @@ class WurkBackend(BaseTaskBackend):
             "args": list(args),
             "kwargs": dict(kwargs),
         }
-        alias = (
-            active_alias(wurk.config.database)
-            if self.on_commit and wurk.config.enqueue != "immediate"
-            else None
-        )
+        app = app_settings()
+        alias = active_alias(app.database) if self.on_commit and app.enqueue != "immediate" else None
         if alias is not None:
             # The record follows the push: written at commit (just before it), never on rollback.
             transaction.on_commit(functools.partial(self.store.write, jid, **record), using=alias)

@@ -34,6 +34,7 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from redis.exceptions import RedisError
 
 from django_wurk import db
+from django_wurk.conf import app_settings
 from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher
 from django_wurk.core.engine import Wurk
 from django_wurk.core.wire import Payload
@@ -154,7 +155,7 @@ class PushRetrier:
 
     def _retry(self, item: Pending) -> bool:
         """Push ``item`` with back-off; at exit, with one last attempt and no more waiting."""
-        attempts = self.wurk.config.push_retries
+        attempts = app_settings().push_retries
         for attempt in range(1, attempts + 1):
             if self._exiting.wait(min(0.5 * 2 ** (attempt - 1), 30.0)):
                 return self._attempt(item, "at exit")
@@ -178,7 +179,7 @@ class PushRetrier:
         logger.error(
             "gave up pushing %d committed job(s) after %d attempts (%s); jids: %s; payloads: %r",
             len(item.payloads),
-            self.wurk.config.push_retries,
+            app_settings().push_retries,
             item.error,
             jids,
             item.payloads,
@@ -250,18 +251,18 @@ class TransactionAwarePusher:
         self.retrier = PushRetrier(wurk, inner)
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
-        config = self.wurk.config
-        if config.enqueue == "immediate" or delivery.get("on_commit") is False:
+        app = app_settings()
+        if app.enqueue == "immediate" or delivery.get("on_commit") is False:
             self.inner.push(payloads, at)
             return
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None
         if alias is None and not using:
-            alias = active_alias(config.database)
-        if config.enqueue == "outbox":
+            alias = active_alias(app.database)
+        if app.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or config.database, self.inner)
+            outbox.write(self.wurk, list(payloads), at, using or alias or app.database, self.inner)
             return
         if alias is None:
             self.inner.push(payloads, at)

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 import redis as redis_lib
 
-from django_wurk import Config, Wurk
+from django_wurk import Config, Wurk, conf
 from django_wurk import wurk as global_wurk
+from django_wurk.conf import Settings
 
 
 def free_port() -> int:
@@ -103,6 +104,26 @@ def wurk(test_config: Config) -> Iterator[Wurk]:
         global_wurk.death_handlers.clear()
         global_wurk._config, global_wurk._loader = previous
         global_wurk._drop_connections()
+
+
+@pytest.fixture
+def use_app_settings() -> Iterator[Callable[..., Settings]]:
+    """``use_app_settings(enqueue="outbox")``: the Django app's settings for this test only.
+
+    What is not given keeps its default (not the environment's); afterwards the settings
+    are built from ``WURK`` again.
+    """
+
+    def use(**changes: Any) -> Settings:
+        chosen = Settings(**changes)
+        conf.use_app_settings(chosen)
+        return chosen
+
+    kept = conf.use_app_settings(None)
+    try:
+        yield use
+    finally:
+        conf.use_app_settings(kept)
 
 
 @pytest.fixture

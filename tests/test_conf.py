@@ -13,8 +13,8 @@ from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
 from django_wurk import Config, ConfigError, Job, QueueSpec, TimestampStyle
-from django_wurk.conf import build_config, environment_values, settings_values
-from django_wurk.core.config import did_you_mean, parse_queue, redact_url, setting_names
+from django_wurk.conf import build_config, environment_values, setting_names, settings_values
+from django_wurk.core.config import did_you_mean, parse_queue, redact_url
 from django_wurk.core.registry import registry
 
 ALL_ENV_KEYS = [f"WURK_{n}" for n in setting_names()] + ["REDIS_URL"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 
 from django_wurk import Config, Wurk
+from django_wurk.conf import Settings
 from django_wurk.core import keys
 from django_wurk.models import OutboxEntry
 from django_wurk.outbox import relay_once, scope
@@ -28,8 +30,8 @@ DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 
 @pytest.fixture
-def outbox(wurk: Wurk, test_config: Config) -> Wurk:
-    wurk.configure(test_config.replace(enqueue="outbox"))
+def outbox(wurk: Wurk, use_app_settings: Callable[..., Settings]) -> Wurk:
+    use_app_settings(enqueue="outbox")
     return wurk
 
 
@@ -39,10 +41,10 @@ def queued_jids(r: Any, queue: str = "default") -> list[str]:
 
 def stranded_row(outbox: Wurk, test_config: Config, *args: Any) -> tuple[str, OutboxEntry]:
     """Commit one outbox row while Redis is unreachable, so it stays for the relay."""
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jid = jobs.echo.perform_async(*args)
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     return jid, OutboxEntry.objects.get()
 
 
@@ -67,7 +69,7 @@ def test_a_reused_row_id_is_still_pushed(outbox: Wurk, caplog: pytest.LogCapture
 
 
 def test_every_row_gets_its_own_random_token(outbox: Wurk, test_config: Config) -> None:
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jobs.echo.perform_bulk([(i,) for i in range(50)])
         jobs.echo.perform_async("one more")

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from django.db import connections, transaction
 
 from django_wurk import Config, Wurk
+from django_wurk.conf import Settings
 from django_wurk.models import OutboxEntry
 from django_wurk.outbox import relay_once
 from django_wurk.signals import push_failed
@@ -72,8 +74,10 @@ def test_outside_a_transaction_and_on_commit_false_push_at_once(wurk: Wurk, r: A
         assert "on_commit" not in payload and "using" not in payload  # delivery options are not stored
 
 
-def test_immediate_mode_ignores_transactions(wurk: Wurk, r: Any, test_config: Config) -> None:
-    wurk.configure(test_config.replace(enqueue="immediate"))
+def test_immediate_mode_ignores_transactions(
+    wurk: Wurk, r: Any, use_app_settings: Callable[..., Settings]
+) -> None:
+    use_app_settings(enqueue="immediate")
     with pytest.raises(RuntimeError), transaction.atomic():
         jobs.echo.perform_async(1)
         raise RuntimeError("the push already happened")
@@ -115,9 +119,13 @@ def test_a_push_that_fails_at_commit_is_retried_until_redis_is_back(
 
 
 def test_giving_up_is_logged_and_signalled(
-    wurk: Wurk, test_config: Config, caplog: pytest.LogCaptureFixture
+    wurk: Wurk,
+    test_config: Config,
+    use_app_settings: Callable[..., Settings],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=1, redis_socket_timeout=0.5))
+    use_app_settings(push_retries=1)
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     failures: list[dict[str, Any]] = []
     done = threading.Event()
 
@@ -142,8 +150,8 @@ def test_giving_up_is_logged_and_signalled(
 
 
 @pytest.fixture
-def outbox(wurk: Wurk, test_config: Config) -> Wurk:
-    wurk.configure(test_config.replace(enqueue="outbox"))
+def outbox(wurk: Wurk, use_app_settings: Callable[..., Settings]) -> Wurk:
+    use_app_settings(enqueue="outbox")
     return wurk
 
 
@@ -167,11 +175,11 @@ def test_outbox_rollback_leaves_no_row_and_no_job(outbox: Wurk) -> None:
 
 
 def test_outbox_rows_wait_out_a_redis_outage_for_the_relay(outbox: Wurk, test_config: Config) -> None:
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jids = [jobs.echo.perform_async(i) for i in range(5)]
     assert OutboxEntry.objects.count() == 5  # committed with the data, waiting
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     assert relay_once(outbox, "default") == 5
     assert queued_jids(outbox.redis) == jids  # in order
     assert OutboxEntry.objects.count() == 0
@@ -179,10 +187,10 @@ def test_outbox_rows_wait_out_a_redis_outage_for_the_relay(outbox: Wurk, test_co
 
 
 def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config: Config) -> None:
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jids = [jobs.echo.perform_async(i) for i in range(200)]
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     from django_wurk.outbox import _push_rows
 
     # Two relays that both read all rows (as if the lease had expired between them).
@@ -258,8 +266,11 @@ with transaction.atomic():
     assert "outbox relay pushed 1 job(s) left behind in database 'default'" in err
 
 
-def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config: Config) -> None:
-    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=0, redis_socket_timeout=0.5))
+def test_with_no_retries_the_original_error_is_reported(
+    wurk: Wurk, test_config: Config, use_app_settings: Callable[..., Settings]
+) -> None:
+    use_app_settings(push_retries=0)
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     failures: list[dict[str, Any]] = []
     done = threading.Event()
 
@@ -280,12 +291,12 @@ def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config:
 def test_the_relay_covers_every_database(outbox: Wurk, test_config: Config) -> None:
     from django_wurk.outbox import Relay
 
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic(using="other"):
         on_other = jobs.echo.set(using="other").perform_async("other db")
     with transaction.atomic():
         on_default = jobs.echo.perform_async("default db")
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     assert Relay(outbox, ["default", "other"]).relay_all() == 2
     assert sorted(queued_jids(outbox.redis)) == sorted([on_other, on_default])
 

@@ -30,8 +30,9 @@ logger = logging.getLogger("django_wurk.client")
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:
-#: consumed by the client and never stored (Sidekiq 8 treats ``pool`` and ``sync`` so).
-#: The Django app reads ``using`` (database alias) and ``on_commit`` (bool).
+#: handed to the pusher and never stored (Sidekiq 8 treats ``pool`` and ``sync`` so). The
+#: engine does not read them; the layer whose pusher does declares them
+#: (``django_wurk.core.job.declare_delivery_option``): the Django app's ``using`` and ``on_commit``.
 Delivery = Mapping[str, Any]
 NO_DELIVERY: Delivery = {}
 

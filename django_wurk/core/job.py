@@ -26,10 +26,26 @@ R = TypeVar("R")
 
 #: Option names with a meaning to the engine, in the order Sidekiq writes them.
 KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
-#: Options that say how to deliver one push, consumed by the client and never stored.
-DELIVERY_OPTIONS = frozenset({"using", "on_commit"})
 #: Payload keys no option may set: the client owns them.
 RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
+
+#: Checks one delivery option's value, given where it was set (for the error), and returns
+#: it normalised; raises ``ValueError`` for a value the pusher could not use.
+DeliveryCheck = Callable[[Any, str], Any]
+#: Options that say how to deliver one push, not what the job is: handed to the pusher as
+#: its ``delivery`` and never stored in the payload. The engine gives them no meaning; the
+#: layer whose pusher reads them declares them here, with their check, so a bad value still
+#: fails at ``set(...)`` (or at class definition), not later at push time.
+delivery_options: dict[str, DeliveryCheck] = {}
+
+
+def declare_delivery_option(name: str, check: DeliveryCheck) -> None:
+    """Make ``name`` a delivery option (``using=`` and ``on_commit=`` come from the Django app)."""
+    if name in KNOWN_OPTIONS or name in RESERVED_KEYS:
+        raise ValueError(f"{name!r} is a job option or a payload key; it cannot be a delivery option")
+    delivery_options[name] = check
+
+
 #: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
 ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
 
@@ -40,12 +56,9 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in options.items():
         if key in RESERVED_KEYS:
             raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
-        if key == "using":
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{where}: using must be a database alias, got {value!r}")
-        elif key == "on_commit":
-            if not isinstance(value, bool):
-                raise ValueError(f"{where}: on_commit must be True or False, got {value!r}")
+        check = delivery_options.get(key)
+        if check is not None:
+            value = check(value, where)
         elif key == "queue":
             if not isinstance(value, str) or not QUEUE_NAME.match(value):
                 raise ValueError(f"{where}: queue {value!r} must be a name matching [a-zA-Z0-9_:.-]+")
@@ -191,7 +204,7 @@ class Setter:
             "queue": self.options.get("queue", "default"),
         }
         for key, value in self.options.items():
-            if key not in ("retry", "queue") and key not in DELIVERY_OPTIONS:
+            if key not in ("retry", "queue") and key not in delivery_options:
                 head[key] = value
         self._head = head
 
@@ -214,7 +227,7 @@ class Setter:
 
     @property
     def delivery(self) -> dict[str, Any]:
-        return {k: v for k, v in self.options.items() if k in DELIVERY_OPTIONS}
+        return {k: v for k, v in self.options.items() if k in delivery_options}
 
     def perform_async(self, *args: Any) -> str | None:
         return wurk.client.push(self.payload(args), delivery=self.delivery)

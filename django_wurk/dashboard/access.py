@@ -26,6 +26,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError as RedisResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from django_wurk.conf import app_settings
 from django_wurk.core.config import ConfigError, redact_url
 from django_wurk.core.engine import wurk
 
@@ -60,7 +61,7 @@ def can_manage(user: Any) -> bool:
 
 
 def read_only() -> bool:
-    return wurk.config.dashboard_read_only
+    return app_settings().dashboard_read_only
 
 
 def render_page(
@@ -182,6 +183,9 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
         request.current_app = site.name
         active = tab or str(kwargs.get("kind", ""))  # the set pages share their views
         try:
+            # Read first: a broken setting of the app's (DASHBOARD_READ_ONLY, say) gives the
+            # 503 page below, as a broken setting of the engine's does, not a page that guesses.
+            app_settings()
             if action:
                 if request.method != "POST":
                     return HttpResponseNotAllowed(["POST"])

@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +15,8 @@ from django.contrib.messages import get_messages
 from django.http import HttpResponse
 from django.test import Client
 
-from django_wurk import Config, Wurk
+from django_wurk import Wurk
+from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
 from django_wurk.dashboard.views.queues import digest
 from tests.dashboard.conftest import add_process, failed, payload, push, url, zadd
@@ -238,12 +240,12 @@ def test_pause_and_unpause_come_back_to_a_queue_page_with_an_awkward_name(
 
 
 def test_read_only_refuses_pause_and_unpause_and_hides_their_buttons(
-    manager: Client, r: Any, wurk: Wurk, test_config: Config
+    manager: Client, r: Any, wurk: Wurk, use_app_settings: Callable[..., Settings]
 ) -> None:
     push(r, payload(), queue="mail")
     push(r, payload())
     r.sadd(keys.PAUSED, "mail")
-    wurk.configure(test_config.replace(dashboard_read_only=True))
+    use_app_settings(dashboard_read_only=True)
     for page in (url("queues"), url("queue", name="mail"), url("queue", name="default")):
         body = manager.get(page).content.decode()
         assert not re.search(r">(Pause|Unpause)( queue)?</button>", body), page

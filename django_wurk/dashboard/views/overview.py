@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.cache import never_cache
 
+from django_wurk.conf import app_settings
 from django_wurk.core import api
 from django_wurk.core.config import ConfigError
 from django_wurk.core.engine import wurk
@@ -60,7 +61,7 @@ def stats_endpoint(site: AdminSite) -> View:
         if request.method not in ("GET", "HEAD"):
             return JsonResponse({"error": "method_not_allowed"}, status=405)
         try:
-            token = wurk.config.dashboard_stats_token
+            token = app_settings().dashboard_stats_token
             if not token or not constant_time_compare(header[7:].strip(), token):
                 return JsonResponse({"error": "unauthorized"}, status=401)
             return JsonResponse(stats_payload())

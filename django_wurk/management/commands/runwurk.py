@@ -44,7 +44,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django_wurk import logging as wurk_logging
-        from django_wurk.conf import build_config
+        from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
 
         queues = None
@@ -63,6 +63,7 @@ class Command(BaseCommand):
         }
         try:
             config = build_config(overrides)
+            app_settings()  # the app's own settings too: a bad one stops the start, by name
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
@@ -110,6 +111,7 @@ class Command(BaseCommand):
         import atexit
         import threading
 
+        from django_wurk.conf import app_settings
         from django_wurk.core.engine import wurk
         from django_wurk.core.worker import Launcher
         from django_wurk.db import CloseOldConnections
@@ -120,15 +122,14 @@ class Command(BaseCommand):
             wurk.server_middleware.prepend(CloseOldConnections)
         launcher = Launcher(wurk)
         relay = None
-        if wurk.config.enqueue == "outbox":
+        app = app_settings()
+        if app.enqueue == "outbox":
             # Every worker relays outbox rows left behind by a crash or a Redis outage.
             from django.conf import settings
 
             from django_wurk.outbox import Relay
 
-            relay = Relay(
-                wurk, [wurk.config.database, *(a for a in settings.DATABASES if a != wurk.config.database)]
-            )
+            relay = Relay(wurk, [app.database, *(a for a in settings.DATABASES if a != app.database)])
             relay.start()
         try:
             if threading.current_thread() is threading.main_thread():
