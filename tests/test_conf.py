@@ -395,8 +395,7 @@ def test_duplicate_wire_names_fail_at_definition_and_in_check() -> None:
         assert "django_wurk.E002" in str(check.value) and name in str(check.value)
     finally:
         registry.unregister(name)
-        registry._duplicates.pop(name, None)
-    assert registry.resolve(name) is None
+    assert registry.resolve(name) is None and name not in registry.duplicates()
     assert "no issues" in run()[0]
 
 
