@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import Queue
 from django_wurk.core import wire
 from django_wurk.core.activejob import RAILS_WRAPPER, SIDEKIQ_WRAPPER
-from django_wurk.core.api import Queue
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import DeadSet, JobRecord, Queue, RetrySet
 from django_wurk.core import wire
-from django_wurk.core.api import DeadSet, JobRecord, Queue, RetrySet
 from django_wurk.core.wire import TimestampStyle
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
