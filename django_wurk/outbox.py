@@ -24,7 +24,7 @@ from django.db import DatabaseError, connections, transaction
 from redis.exceptions import RedisError
 
 from django_wurk.core import keys, wire
-from django_wurk.core.client import Pusher, push_once
+from django_wurk.core.client import push_once
 from django_wurk.core.engine import Wurk
 from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
@@ -40,7 +40,11 @@ def scope(alias: str) -> str:
     return f"{alias}:{name}"
 
 
-def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inner: Pusher) -> None:
+def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> None:
+    """Write a row per payload in ``alias``; push them after the commit (at once outside one).
+
+    The rows carry the jobs from here on, not the pusher: what cannot be pushed stays for the relay.
+    """
     rows = OutboxEntry.objects.using(alias).bulk_create(
         [OutboxEntry(payload=wire.dumps(p), at=at) for p in payloads]
     )

@@ -261,7 +261,7 @@ class TransactionAwarePusher:
         if config.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or config.database, self.inner)
+            outbox.write(self.wurk, list(payloads), at, using or alias or config.database)
             return
         if alias is None:
             self.inner.push(payloads, at)
