@@ -60,7 +60,7 @@ def test_the_real_rails_61_vector_runs(r: Any, python_worker: Launcher) -> None:
 
 
 def test_sidekiq_8_wrapper_name_and_globalid(r: Any, python_worker: Launcher) -> None:
-    """sidekiq-wire.md §11 (h): Sidekiq 8's wrapper, int-ms times, a GlobalID argument."""
+    """A composed Sidekiq 8 ActiveJob payload: its wrapper name, int-ms times, a GlobalID argument."""
     payload = {
         "retry": True,
         "queue": "mailers",
