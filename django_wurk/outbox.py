@@ -62,10 +62,16 @@ def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> 
 def deliver(wurk: Wurk, alias: str, ids: list[int]) -> int:
     """Push these rows and delete them; rows that cannot be pushed now stay for the relay."""
     rows = list(OutboxEntry.objects.using(alias).filter(pk__in=ids).order_by("pk"))
-    return _push_rows(wurk, alias, rows)
+    return push_rows(wurk, alias, rows)
 
 
-def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+    """Push each row at most once and delete it; returns how many this call pushed.
+
+    Callers may race on the same rows (a relay whose lease ran out, a commit's own
+    delivery): the row's marker, not the caller, keeps each job to one push. A row whose
+    payload cannot be read is kept for inspection; when Redis fails, the rest stay for the relay.
+    """
     pushed = 0
     done: list[int] = []
     prefix = scope(alias)
@@ -115,7 +121,7 @@ def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
             rows = list(OutboxEntry.objects.using(alias).order_by("pk")[:BATCH])
             if not rows:
                 return pushed
-            pushed += _push_rows(wurk, alias, rows)
+            pushed += push_rows(wurk, alias, rows)
             if len(rows) < BATCH:
                 return pushed
     finally:
