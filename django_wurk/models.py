@@ -7,6 +7,9 @@ import secrets
 
 from django.db import models
 
+#: ``OutboxEntry`` is the outbox's own storage: read and written by ``django_wurk.outbox`` only.
+__all__ = ["Dashboard"]
+
 
 def new_token() -> str:
     """128 random bits: an identity no flush, restore or second project can hand out again."""

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
-from django_wurk.core.client import Pusher, push_once
+from django_wurk.core.client import push_once
 from django_wurk.core.engine import Wurk
 from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
@@ -41,7 +41,11 @@ def scope(alias: str) -> str:
     return f"{alias}:{name}"
 
 
-def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inner: Pusher) -> None:
+def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> None:
+    """Write a row per payload in ``alias``; push them after the commit (at once outside one).
+
+    The rows carry the jobs from here on, not the pusher: what cannot be pushed stays for the relay.
+    """
     rows = OutboxEntry.objects.using(alias).bulk_create(
         [OutboxEntry(payload=wire.dumps(p), at=at) for p in payloads]
     )
@@ -59,10 +63,16 @@ def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inn
 def deliver(wurk: Wurk, alias: str, ids: list[int]) -> int:
     """Push these rows and delete them; rows that cannot be pushed now stay for the relay."""
     rows = list(OutboxEntry.objects.using(alias).filter(pk__in=ids).order_by("pk"))
-    return _push_rows(wurk, alias, rows)
+    return push_rows(wurk, alias, rows)
 
 
-def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+    """Push each row at most once and delete it; returns how many this call pushed.
+
+    Callers may race on the same rows (a relay whose lease ran out, a commit's own
+    delivery): the row's marker, not the caller, keeps each job to one push. A row whose
+    payload cannot be read is kept for inspection; when Redis fails, the rest stay for the relay.
+    """
     pushed = 0
     done: list[int] = []
     prefix = scope(alias)
@@ -112,7 +122,7 @@ def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
             rows = list(OutboxEntry.objects.using(alias).order_by("pk")[:BATCH])
             if not rows:
                 return pushed
-            pushed += _push_rows(wurk, alias, rows)
+            pushed += push_rows(wurk, alias, rows)
             if len(rows) < BATCH:
                 return pushed
     finally:

@@ -78,6 +78,9 @@ from django_wurk.core.registry import registry
 from django_wurk.core.wire import Payload
 from django_wurk.transaction import active_alias
 
+#: Named in ``TASKS`` settings; the rest of this module serves it and may change.
+__all__ = ["WurkBackend"]
+
 SIDEKIQ_OPTIONS = ("retry", "retry_for", "retry_queue", "dead", "backtrace", "tags")
 DEFAULT_RESULT_TTL = 24 * 3600
 

@@ -21,6 +21,8 @@ from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.wire import Payload
 
+__all__ = ["FakeQueues", "fake", "inline"]
+
 
 def _wire_name(job: Any) -> str:
     name = getattr(job, "wire_name", job)

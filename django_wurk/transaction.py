@@ -45,7 +45,7 @@ logger = logging.getLogger("django_wurk.transaction")
 
 def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     """The alias whose atomic block is open (``preferred`` first), or None outside transactions."""
-    if not getattr(db._thread, "has_connections", False):
+    if not db.thread_has_connections():
         return None  # this thread never opened a connection, so no transaction is open
     open_aliases = [c.alias for c in connections.all(initialized_only=True) if c.in_atomic_block]
     if not open_aliases:
@@ -262,7 +262,7 @@ class TransactionAwarePusher:
         if app.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or app.database, self.inner)
+            outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
             return
         if alias is None:
             self.inner.push(payloads, at)

@@ -90,20 +90,14 @@ def test_config(redis_url: str) -> Config:
 
 @pytest.fixture
 def wurk(test_config: Config) -> Iterator[Wurk]:
-    """The global engine, configured for this test's Redis, with a flushed database."""
-    previous = (global_wurk._config, global_wurk._loader)
-    chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
-    global_wurk.configure(test_config)
-    global_wurk.redis.flushdb()
-    try:
+    """The global engine, configured for this test's Redis, with a flushed database.
+
+    Afterwards the engine is as the test found it (the settings loader, its connections,
+    middleware and handlers), whatever the test configured, added or connected.
+    """
+    with global_wurk.override(test_config):
+        global_wurk.redis.flushdb()
         yield global_wurk
-    finally:
-        # Back to what the Django app installed (CloseOldConnections), whatever the test added.
-        global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
-        global_wurk.error_handlers.clear()
-        global_wurk.death_handlers.clear()
-        global_wurk._config, global_wurk._loader = previous
-        global_wurk._drop_connections()
 
 
 @pytest.fixture

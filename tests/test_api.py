@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, TimestampStyle, Wurk
-from django_wurk.core import wire
-from django_wurk.core.api import (
+from django_wurk.api import (
     DeadSet,
     JobRecord,
     Process,
@@ -30,6 +29,7 @@ from django_wurk.core.api import (
     Workers,
     parse_entry_key,
 )
+from django_wurk.core import wire
 from django_wurk.core.worker.retry import RetryHandler
 from tests.vectors import manifest, raw
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Job, Wurk, job
+from django_wurk.api import DeadSet, RetrySet, ScheduledSet
 from django_wurk.core import keys, wire
-from django_wurk.core.api import DeadSet, RetrySet, ScheduledSet
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 

@@ -219,7 +219,6 @@ def test_job_options_are_validated_when_defined() -> None:
         class BadQueue(Job, abstract=True):
             queue = "no spaces allowed"
 
-        BadQueue._collect_options()
     with pytest.raises(ValueError, match="retry must be"):
 
         class BadRetry(Job):
@@ -276,7 +275,7 @@ def test_a_decorator_reused_gives_every_function_the_same_options(wurk: Wurk, r:
     mailer = job(queue="mailers", retry=5, tags=["mail"], vendor_option="kept")
     first, second = mailer(first_mailer), mailer(second_mailer)
     for fn in (first, second):
-        assert fn.job_class._defaults == {
+        assert fn.job_class.set().options == {
             "queue": "mailers",
             "retry": 5,
             "tags": ["mail"],
@@ -326,4 +325,4 @@ def test_a_push_buffered_while_the_drain_thread_is_leaving_is_still_sent(r: Any,
         assert [json.loads(x)["args"] for x in r.lrange("queue:gap", 0, -1)] == [[2], [1]]
     finally:
         pusher.leave.set()
-        engine._drop_connections()
+        engine.reset()

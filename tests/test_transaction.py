@@ -191,7 +191,7 @@ def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config:
     with transaction.atomic():
         jids = [jobs.echo.perform_async(i) for i in range(200)]
     outbox.configure(test_config)
-    from django_wurk.outbox import _push_rows
+    from django_wurk.outbox import push_rows
 
     # Two relays that both read all rows (as if the lease had expired between them).
     rows = list(OutboxEntry.objects.order_by("pk"))
@@ -199,7 +199,7 @@ def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config:
 
     def relay() -> None:
         try:
-            results.append(_push_rows(outbox, "default", rows))
+            results.append(push_rows(outbox, "default", rows))
         finally:
             connections.close_all()
 

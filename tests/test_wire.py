@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from django_wurk.core import wire
 from tests.vectors import JOB_VECTORS, raw
 
-# sidekiq-wire.md §11 (d)/(e): one backtrace, encoded strictly (7.2.3+/8.x) and wrapped (6.x).
+# One backtrace, encoded strictly (Sidekiq 7.2.3+/8.x) and wrapped every 60 characters (6.x).
 BACKTRACE = ["app/jobs/hard_job.rb:7:in `perform'", "sidekiq/processor.rb:220:in `execute_job'"]
 STRICT = "eJyLVkosKNDPyk8q1s9ILEqJB7L0ipKszK0y8xQSClKL0vKLctWVdJSKM1NSszML9QuK8pNTi4vzi0CqjIwMwOpSK1KTS0tSQZrVlWIBzP4dJw=="
 WRAPPED = (

@@ -49,7 +49,7 @@ class QueueSpec:
 
 @dataclass(frozen=True)
 class Config:
-    #: Kept out of ``repr()``: it may hold a password (``redacted_redis_url`` is safe to show).
+    #: Kept out of ``repr()``: it may hold a password (``redact_url()`` makes it safe to show).
     redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     #: Connections per process; defaults to concurrency + 5 (fetchers, poller, heartbeat).
     redis_pool_size: int | None = None
@@ -94,10 +94,6 @@ class Config:
 
     def __post_init__(self) -> None:
         _validate(self)
-
-    @property
-    def redacted_redis_url(self) -> str:
-        return redact_url(self.redis_url)
 
     @property
     def pool_size(self) -> int:

@@ -3,13 +3,19 @@
 ``wurk`` is the one instance every public API talks to. Its configuration is either given
 with ``configure()`` (tests, scripts) or produced on first use by a loader the Django app
 installs, so importing a ``jobs`` module never touches settings or the network.
+
+Code outside this module changes the engine's state only through its public verbs:
+``configure()``, ``set_config_loader()``, ``override()`` (a test's temporary engine) and
+``reset()`` (no connection may cross a fork), so the locking and the order of the steps
+live in one place.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django_wurk.core import activejob, coroutines, wire
@@ -61,9 +67,14 @@ class Wurk:
         return config
 
     def configure(self, config: Config) -> None:
-        """Use ``config`` from now on; existing connections are closed."""
+        """Use ``config`` from now on; existing connections are closed.
+
+        A loader installed before is forgotten: the configuration was chosen, so ``reset()``
+        must not replace it with one built from settings.
+        """
         with self._lock:
             self._config = config
+            self._loader = None
             self._drop_connections()
 
     def set_config_loader(self, loader: Callable[[], Config]) -> None:
@@ -72,6 +83,45 @@ class Wurk:
             self._loader = loader
             self._config = None
             self._drop_connections()
+
+    def reset(self) -> None:
+        """Close every connection, and forget a configuration the loader built.
+
+        The next use connects again (and builds the configuration again, from the loader,
+        so changed settings are read). Call it around a fork, since a parent and its child
+        must never share a socket, or after changing what the loader reads. A configuration
+        given with ``configure()`` is kept: there is nothing to rebuild it from.
+        """
+        with self._lock:
+            if self._loader is not None:
+                self._config = None
+            self._drop_connections()
+
+    @contextmanager
+    def override(self, config: Config) -> Iterator[Wurk]:
+        """Use ``config`` inside the block, then put the engine back as it was: for tests.
+
+        The previous configuration (or loader) and its connections come back; connections
+        opened inside are closed. Middleware added and handlers appended inside the block are
+        removed too, so one test's additions never run in the next.
+        """
+        with self._lock:
+            saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
+            # Set aside, not closed: they are the ones in use again after the block.
+            self._redis = self._scripts = self._lines = None
+            self._config, self._loader = config, None
+        errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        try:
+            with ExitStack() as stack:
+                stack.enter_context(self.client_middleware.preserved())
+                stack.enter_context(self.server_middleware.preserved())
+                yield self
+        finally:
+            self.error_handlers[:] = errors
+            self.death_handlers[:] = deaths
+            with self._lock:
+                self._drop_connections()
+                self._config, self._loader, self._redis, self._scripts, self._lines = saved
 
     def _drop_connections(self) -> None:
         if self._redis is not None:

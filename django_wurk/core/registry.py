@@ -45,8 +45,10 @@ class Registry:
             self._jobs[name] = job_class
 
     def unregister(self, name: str) -> None:
+        """Free ``name``; a clash recorded for it goes too, since no class holds it now."""
         with self._lock:
             self._jobs.pop(name, None)
+            self._duplicates.pop(name, None)
 
     def resolve(self, name: str) -> type[Job] | None:
         return self._jobs.get(name)

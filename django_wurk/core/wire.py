@@ -1,10 +1,12 @@
 """The job payload format: JSON codec, timestamps, jids, error fields, backtrace codec.
 
-This module owns the bytes we put in Redis. It follows ``shared/spec/sidekiq-wire.md``:
-compact JSON with raw UTF-8 (what Ruby's ``JSON.generate`` writes), 24-hex jids, and job
-timestamps in one of two styles. Float seconds are read correctly by every Sidekiq
-version; integer milliseconds match Sidekiq 8's own bytes. Readers accept both, field by
-field, because a payload can be created by one version and failed by another.
+This module owns the bytes we put in Redis, and writes them as Sidekiq does: compact JSON
+with raw UTF-8 (``Sidekiq.dump_json`` is Ruby's ``JSON.generate``, Sidekiq 6.4.1
+lib/sidekiq.rb), 24-hex jids (``SecureRandom.hex(12)``, lib/sidekiq/job_util.rb), and job
+timestamps in one of two styles. Float seconds are read correctly by every Sidekiq version;
+integer milliseconds match Sidekiq 8's own bytes (docs/interop.md says which to choose).
+Readers accept both, field by field, because a payload can be created by one version and
+failed by another.
 
 It also owns the one decoding policy for everything read from Redis: what Ruby's
 ``JSON.parse`` accepts and ``JSON.generate`` can write back, nothing more. Python's json

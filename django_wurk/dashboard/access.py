@@ -29,27 +29,18 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from django_wurk.conf import app_settings
 from django_wurk.core.config import ConfigError, redact_url
 from django_wurk.core.engine import wurk
+from django_wurk.dashboard import nav
 
 logger = logging.getLogger("django_wurk.dashboard")
 
 VIEW_PERMISSION = "django_wurk.view_dashboard"
 MANAGE_PERMISSION = "django_wurk.manage_jobs"
-#: Prefix of every dashboard URL name inside the admin namespace (``admin:<prefix><name>``).
-URL_PREFIX = "django_wurk_dashboard_"
 
 View: TypeAlias = Callable[..., HttpResponse]
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError)
 #: Redis answered but refused: a key of the wrong type (WRONGTYPE, written by something
 #: else), a full memory (OOM), a read-only replica, an ACL (NOPERM)...
 REFUSED = (RedisResponseError,)
-
-
-def url_name(name: str) -> str:
-    return f"{URL_PREFIX}{name}"
-
-
-def admin_url_name(name: str) -> str:
-    return f"admin:{URL_PREFIX}{name}"
 
 
 def can_view(user: Any) -> bool:
@@ -80,8 +71,6 @@ def render_page(
     Rendering eagerly (not a lazy ``TemplateResponse``) keeps any Redis call a template
     makes inside ``guard``, so an outage mid-render still becomes the 503 page.
     """
-    from django_wurk.dashboard import nav
-
     try:
         readonly = read_only()
     except ConfigError:

@@ -11,7 +11,8 @@ from typing import Any
 from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path, register_converter
 
-from django_wurk.dashboard.access import guard, url_name
+from django_wurk.dashboard.access import guard
+from django_wurk.dashboard.nav import url_name
 from django_wurk.dashboard.views import busy, metrics, overview, queues, sets
 
 

@@ -27,8 +27,8 @@ from django.http import HttpResponse
 from django.test import Client
 
 from django_wurk import Config, Wurk
+from django_wurk.api import DeadSet, RetrySet, parse_entry_key
 from django_wurk.core import keys, wire
-from django_wurk.core.api import DeadSet, RetrySet, parse_entry_key
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.dashboard.conftest import add_process, failed, payload, push, url, write_metrics, zadd

@@ -228,13 +228,14 @@ def test_metrics_pages(viewer: Client, r: Any) -> None:
     assert "No class matches “nothing”." in text(viewer, url("metrics") + "?q=nothing")
 
 
-def test_future_pages_are_not_shown_until_their_features_land(viewer: Client, wurk: Wurk) -> None:
+def test_every_tab_listed_is_a_page_that_exists(viewer: Client, wurk: Wurk) -> None:
     from django_wurk.dashboard import nav
 
     page = text(viewer, url("changelist"))
     shown = re.findall(r'data-tab="([a-z]+)"', page)
     assert shown == ["dashboard", "busy", "queues", "scheduled", "retries", "dead", "metrics"]
-    assert {"batches", "periodic", "limiters"} <= {t.key for t in nav.TABS}
+    # Features still to come (batches, periodic jobs, limiters) add their tab with their page.
+    assert [t.key for t in nav.TABS] == shown
 
 
 def test_tabs_show_the_set_sizes(viewer: Client, r: Any) -> None:

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import Queue
 from django_wurk.core import wire
 from django_wurk.core.activejob import RAILS_WRAPPER, SIDEKIQ_WRAPPER
-from django_wurk.core.api import Queue
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
@@ -64,7 +64,7 @@ def test_the_real_rails_61_vector_runs(r: Any, python_worker: Launcher) -> None:
 
 
 def test_sidekiq_8_wrapper_name_and_globalid(r: Any, python_worker: Launcher) -> None:
-    """sidekiq-wire.md §11 (h): Sidekiq 8's wrapper, int-ms times, a GlobalID argument."""
+    """A composed Sidekiq 8 ActiveJob payload: its wrapper name, int-ms times, a GlobalID argument."""
     payload = {
         "retry": True,
         "queue": "mailers",

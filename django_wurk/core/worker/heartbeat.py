@@ -1,8 +1,8 @@
 """The heartbeat: tell Redis (and so Sidekiq's Web UI and API) that this process is alive.
 
 Every beat flushes the in-memory stats, rewrites the busy-work hash, and refreshes the
-process hash with a 60-second TTL, in Sidekiq's exact shape (``sidekiq-wire.md`` §4). The
-same round trip pops one remote signal from ``<identity>-signals`` (TSTP quiet, TERM
+process hash with a 60-second TTL, in Sidekiq's exact shape (Sidekiq 6.4.1
+lib/sidekiq/launcher.rb; docs/interop.md). The same round trip pops one remote signal from ``<identity>-signals`` (TSTP quiet, TERM
 stop, TTIN thread dump), which is how a Web UI's Quiet and Stop buttons reach us.
 """
 

@@ -1,6 +1,6 @@
 """What happens when a job raises: retry later, bury in the dead set, or discard.
 
-The rules are Sidekiq's (``sidekiq-wire.md`` §3), with Sidekiq 8's jitter. The handler
+The rules are Sidekiq's (lib/sidekiq/job_retry.rb; docs/jobs.md), with Sidekiq 8's jitter. The handler
 starts again from the exact payload that was fetched, not from the copy the job and
 middleware may have changed, so a retry re-runs what was enqueued. Unknown payload keys
 (Pro's ``bid``, Enterprise's ``unique_for``...) ride along untouched.

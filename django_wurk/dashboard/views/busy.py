@@ -9,7 +9,8 @@ from django.urls import reverse
 
 from django_wurk.core import api, wire
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 
 ALL = "*"
 SIGNALS = {"quiet": "quieted", "stop": "told to stop"}

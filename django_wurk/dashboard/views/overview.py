@@ -16,7 +16,8 @@ from django_wurk.core import api
 from django_wurk.core.config import ConfigError
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
-from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, View, admin_url_name, guard, render_page
+from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, View, guard, render_page
+from django_wurk.dashboard.nav import admin_url_name
 
 HISTORY_DAYS = (7, 30, 90, 180)
 #: Seconds between two polls of the live graph.

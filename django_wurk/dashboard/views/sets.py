@@ -17,7 +17,8 @@ from django.urls import reverse
 
 from django_wurk.core import activejob, api
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
 
 #: A search collects at most this many matches (ZSCAN, so the set is never loaded whole).
@@ -126,10 +127,6 @@ def find(sset: api.SortedSet, key: str) -> api.SortedEntry | None:
 def list_url(site: AdminSite, kind: Kind, query: str = "") -> str:
     url = reverse(admin_url_name(kind.slug), current_app=site.name)
     return url + query if query.startswith("?") else url
-
-
-def entry_url(site: AdminSite, kind: Kind, key: str) -> str:
-    return reverse(admin_url_name("entry"), kwargs={"kind": kind.slug, "key": key}, current_app=site.name)
 
 
 def listing(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse:

@@ -92,7 +92,7 @@ class Command(BaseCommand):
         def before_fork() -> None:
             # Django is set up once, here; nothing connected may cross the fork.
             connections.close_all()
-            wurk._drop_connections()
+            wurk.reset()
 
         def run_child(index: int) -> int:
             self._run(owns_process=False)  # the swarm ends a child with os._exit
@@ -102,7 +102,7 @@ class Command(BaseCommand):
             config.processes,
             run_child,
             before_fork=before_fork,
-            after_fork=wurk._drop_connections,
+            after_fork=wurk.reset,
             max_memory_mb=config.max_memory_mb,
             shutdown_timeout=config.timeout,
         ).run()
