@@ -3,7 +3,8 @@
 Every beat flushes the in-memory stats, rewrites the busy-work hash, and refreshes the
 process hash with a 60-second TTL, in Sidekiq's exact shape (Sidekiq 6.4.1
 lib/sidekiq/launcher.rb; docs/interop.md). The same round trip pops one remote signal
-from ``<identity>-signals`` (TSTP quiet, TERM stop, TTIN thread dump), which is how a Web UI's Quiet and Stop buttons reach us.
+from ``<identity>-signals`` (TSTP quiet, TERM stop, TTIN thread dump), which is how a Web
+UI's Quiet and Stop buttons reach us.
 """
 
 from __future__ import annotations
