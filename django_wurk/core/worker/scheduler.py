@@ -18,18 +18,12 @@ from __future__ import annotations
 import logging
 import random
 import time
-from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
-from django_wurk.core.worker.fetch import UnitOfWork
+from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.worker.loop import Loop
-from django_wurk.core.worker.processor import invalid_payload_envelope
-from django_wurk.core.worker.retry import bury
-
-if TYPE_CHECKING:
-    pass
 
 logger = logging.getLogger("django_wurk.scheduler")
 
@@ -85,11 +79,12 @@ class Poller(Loop):
             why = f"{type(exc).__name__}: {wire.error_message(exc)}"
             error = wire.PayloadError("InvalidPayload", f"it could not be promoted ({why})")
         queue = payload.get("queue") if payload is not None else None
-        unit = UnitOfWork(queue if isinstance(queue, str) and queue else "default", member)
+        queue = queue if isinstance(queue, str) and queue else "default"
         logger.error("moving an entry that cannot be promoted from %r to the dead set: %s", key, error)
         # Say where it was: the same bytes may sit in both sets, as two entries.
         error = wire.PayloadError(error.error_class, f"{error} (taken from the {key} set)")
-        bury(wurk, invalid_payload_envelope(unit, error, self.config.timestamps), source=key, member=member)
+        envelope = invalid_payload_envelope(queue, member, error, self.config.timestamps)
+        bury(wurk, envelope, source=key, member=member)
         return 0
 
     def cleanup_processes(self) -> None:
