@@ -235,7 +235,9 @@ class Client:
         chain = self.wurk.client_middleware
         if not len(chain):
             return payload
-        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, payload["queue"])
+        # A promoted entry another producer wrote may have no queue: it goes to "default".
+        queue = str(payload.get("queue") or "default")
+        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, queue)
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
@@ -255,9 +257,24 @@ class Client:
         never lost between the two steps and, if two callers race, only one pushes it.
         Returns False when the entry was already gone (or middleware dropped the push).
         """
+        return self.move(key, member, payload, self.promotion(payload))
+
+    def promotion(self, payload: Payload) -> Payload | None:
+        """What promoting ``payload`` pushes: a fresh ``enqueued_at``, through the client middleware.
+
+        A step of its own so the poller can tell a middleware that fails (leave the entry
+        for the next pass) from an entry that cannot be written (bury it).
+        """
         payload = dict(payload)
         payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
-        prepared = self.prepare(payload)
+        return self.prepare(payload)
+
+    def move(self, key: str, member: bytes, payload: Payload, prepared: Payload | None) -> bool:
+        """The rest of ``promote``: ``member`` leaves ``key`` and ``prepared`` joins its queue, in one step.
+
+        ``prepared`` is the ``promotion`` of ``payload`` (``None``: middleware dropped it,
+        and the entry is only removed). Raises ``wire.PayloadError`` if it cannot be encoded.
+        """
         queue = str((prepared or payload).get("queue") or "default")
         body = wire.dumps(prepared) if prepared is not None else ""
         moved = self.wurk.scripts.promote(
