@@ -389,7 +389,8 @@ def test_a_client_middleware_failure_leaves_the_entry_for_the_next_pass_and_the_
         queued = [json.loads(m)["args"][0] for m in r.lrange("queue:default", 0, -1)]
         assert sorted(queued) == [f"behind-{i}" for i in range(5)]
         assert r.zcard("dead") == 0
-        assert set(r.zrange("retry", 0, -1)) == set(waiting)  # each left as it was, score and all
+        # Each left as it was, score and all.
+        assert dict(r.zrange("retry", 0, -1, withscores=True)) == waiting
         jid = json.loads(next(iter(waiting)))["jid"]
         assert any(jid in m and "the database is down" in m for m in caplog.messages)
         assert len(reported) == 2 * 130 and reported[0]["context"] == "poller: client middleware"
