@@ -355,6 +355,96 @@ def test_an_entry_whose_queue_key_is_not_a_list_is_buried_not_lost(wurk: Wurk, r
     assert r.get("queue:wrongtype") == b"someone else's string"
 
 
+class FailsWhileDown:
+    """Client middleware that needs something else (a database) and fails while it is down."""
+
+    down = threading.Event()
+
+    def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+        if self.down.is_set() and str(payload["args"][0]).startswith("needs-db"):
+            raise ConnectionRefusedError("the database is down")
+        return call_next()
+
+
+def test_a_client_middleware_failure_leaves_the_entry_for_the_next_pass_and_the_pass_goes_on(
+    wurk: Wurk, r: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A middleware failing for a while must not bury every due retry, nor stall the set.
+
+    More failing entries than one read (100) sit in front, so a pass that re-read from the
+    start would never reach the good entries behind them.
+    """
+    wurk.client_middleware.add(FailsWhileDown)
+    FailsWhileDown.down.set()
+    reported: list[dict[str, Any]] = []
+    wurk.error_handlers.append(lambda exc, context: reported.append(context))
+    due = time.time() - 100
+    waiting = {good_member(f"needs-db-{i}"): due + i * 0.01 for i in range(130)}
+    r.zadd("retry", waiting)
+    r.zadd("retry", {good_member(f"behind-{i}"): due + 50 + i for i in range(5)})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    try:
+        assert poller.enqueue_due() == 5
+        assert poller.enqueue_due() == 0  # still down: left again, nothing buried
+        queued = [json.loads(m)["args"][0] for m in r.lrange("queue:default", 0, -1)]
+        assert sorted(queued) == [f"behind-{i}" for i in range(5)]
+        assert r.zcard("dead") == 0
+        # Each left as it was, score and all.
+        assert dict(r.zrange("retry", 0, -1, withscores=True)) == waiting
+        jid = json.loads(next(iter(waiting)))["jid"]
+        assert any(jid in m and "the database is down" in m for m in caplog.messages)
+        assert len(reported) == 2 * 130 and reported[0]["context"] == "poller: client middleware"
+        FailsWhileDown.down.clear()  # the database is back: the next pass promotes them
+        assert poller.enqueue_due() == 130
+    finally:
+        FailsWhileDown.down.clear()
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0 and r.llen("queue:default") == 135
+
+
+class AddsNaN:
+    def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+        if payload["args"] == ["unencodable"]:
+            payload["measured"] = float("nan")
+        return call_next()
+
+
+def test_a_promotion_the_middleware_made_unencodable_is_buried_and_the_pass_goes_on(
+    wurk: Wurk, r: Any
+) -> None:
+    """Not a passing failure: the same entry would fail the same way on every pass."""
+    wurk.client_middleware.add(AddsNaN)
+    member = good_member("unencodable")
+    r.zadd("schedule", {member: time.time() - 10, good_member("behind"): time.time() - 5})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    assert poller.enqueue_due() == 1
+    assert_buried_once(r, member, "cannot be encoded as JSON", source="the schedule set")
+    assert [json.loads(m)["args"] for m in r.lrange("queue:default", 0, -1)] == [["behind"]]
+    assert r.zcard("schedule") == 0
+
+
+def test_an_entry_without_a_queue_passes_the_middleware_and_is_promoted_to_default(
+    wurk: Wurk, r: Any
+) -> None:
+    """Another producer may leave ``queue`` out; Sidekiq promotes such an entry to ``default``."""
+    seen_queues: list[str] = []
+
+    class Records:
+        def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+            seen_queues.append(queue)
+            return call_next()
+
+    wurk.client_middleware.add(Records)
+    member = (
+        b'{"class":"' + ECHO.encode() + b'","args":["no queue"],"jid":"' + wire.new_jid().encode() + b'"}'
+    )
+    r.zadd("schedule", {member: time.time() - 10})
+    assert Poller(wurk, Outage(wurk.config.redis_url)).enqueue_due() == 1
+    assert seen_queues == ["default"]
+    [pushed] = r.lrange("queue:default", 0, -1)
+    assert json.loads(pushed)["args"] == ["no queue"] and "queue" not in json.loads(pushed)
+    assert r.zcard("schedule") == 0 and r.zcard("dead") == 0
+
+
 # Case 3: the reaper --------------------------------------------------------------------
 
 

@@ -18,8 +18,9 @@ import pytest
 from django_wurk import Config, Wurk
 from django_wurk.core import wire
 from django_wurk.core.worker import Launcher
-from django_wurk.core.worker.fetch import QueueOrder
+from django_wurk.core.worker.fetch import QueueOrder, UnitOfWork
 from django_wurk.core.worker.retry import default_delay
+from django_wurk.core.worker.work import WorkSet
 from tests.conftest import start_valkey, wait_for
 from tests.jobsapp import jobs
 
@@ -439,6 +440,34 @@ def test_shutdown_waits_for_jobs_that_finish_within_the_timeout(wurk: Wurk, r: A
     worker.stop()
     assert seen(r, "sleepy-done") == [0.5]
     assert r.llen("queue:default") == 0
+
+
+def test_the_stop_interrupts_and_pushes_back_only_jobs_whose_outcome_is_not_recorded() -> None:
+    """The running-jobs set the heartbeat reports and the stop acts on, with real threads."""
+    work = WorkSet()
+    running = threading.Barrier(3)
+    release = threading.Event()
+
+    def run(tid: str, record_outcome: bool) -> None:
+        with work.running(tid, UnitOfWork("default", tid.encode())) as current:
+            if record_outcome:
+                work.finish(current)
+            running.wait()
+            release.wait()
+
+    threads = {tid: threading.Thread(target=run, args=(tid, tid == "done")) for tid in ("done", "busy")}
+    for t in threads.values():
+        t.start()
+    running.wait()
+    assert sorted(work.snapshot()) == ["busy", "done"]  # both still reported until they end
+    interrupted: list[threading.Thread] = []
+    unfinished = work.interrupt_unfinished(interrupted.append)
+    assert interrupted == [threads["busy"]]
+    assert work.still_unfinished(unfinished) == [UnitOfWork("default", b"busy")]
+    release.set()
+    for t in threads.values():
+        t.join(5)
+    assert work.snapshot() == {}
 
 
 def test_strict_queue_order(wurk: Wurk, r: Any, test_config: Config) -> None:

@@ -21,9 +21,9 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from django_wurk.core import activejob, keys, wire
+from django_wurk.core.dead_set import bury
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
-from django_wurk.core.worker.retry import bury
 
 PAGE = 100
 

@@ -15,16 +15,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
-from django_wurk.core.config import redact_url
+from django_wurk.core.config import Config, redact_url
+from django_wurk.core.connection import Scripts, ThreadLines
+from django_wurk.core.middleware import Chain
 from django_wurk.core.wire import Payload
-
-if TYPE_CHECKING:
-    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.client")
 
@@ -43,6 +42,29 @@ class Pusher(Protocol):
     ) -> None: ...
 
 
+class Engine(Protocol):
+    """The parts of the engine (``engine.Wurk``) the client reads.
+
+    Named here rather than imported: the engine is built from the client, so the client
+    sits below it, and this says exactly what a push depends on.
+    """
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def lines(self) -> ThreadLines: ...
+
+    @property
+    def scripts(self) -> Scripts: ...
+
+    @property
+    def client_middleware(self) -> Chain: ...
+
+    @property
+    def pusher(self) -> Pusher: ...
+
+
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
 
@@ -54,7 +76,7 @@ class ClientBufferFull(EnqueueError):
 class RedisPusher:
     """Writes payloads to Redis the way Sidekiq's client does."""
 
-    def __init__(self, wurk: Wurk) -> None:
+    def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
@@ -83,7 +105,7 @@ class RedisPusher:
         self.wurk.lines.get().pipeline(commands)
 
 
-def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bool:
+def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 
     The outbox relay's step: atomic with the marker, so retries after a crash never
@@ -120,7 +142,7 @@ class BufferedPusher:
     for that), and a forked child starts with an empty buffer so nothing is pushed twice.
     """
 
-    def __init__(self, wurk: Wurk, inner: Pusher) -> None:
+    def __init__(self, wurk: Engine, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
         self._backlog: deque[tuple[list[Payload], float | None]] = deque()
@@ -201,7 +223,7 @@ class BufferedPusher:
 
 
 class Client:
-    def __init__(self, wurk: Wurk) -> None:
+    def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
     def prepare(self, payload: Payload, created_at: float | int | None = None) -> Payload | None:
@@ -214,7 +236,9 @@ class Client:
         chain = self.wurk.client_middleware
         if not len(chain):
             return payload
-        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, payload["queue"])
+        # A promoted entry another producer wrote may have no queue: it goes to "default".
+        queue = str(payload.get("queue") or "default")
+        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, queue)
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
@@ -234,9 +258,24 @@ class Client:
         never lost between the two steps and, if two callers race, only one pushes it.
         Returns False when the entry was already gone (or middleware dropped the push).
         """
+        return self.move(key, member, payload, self.promotion(payload))
+
+    def promotion(self, payload: Payload) -> Payload | None:
+        """What promoting ``payload`` pushes: a fresh ``enqueued_at``, through the client middleware.
+
+        A step of its own so the poller can tell a middleware that fails (leave the entry
+        for the next pass) from an entry that cannot be written (bury it).
+        """
         payload = dict(payload)
         payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
-        prepared = self.prepare(payload)
+        return self.prepare(payload)
+
+    def move(self, key: str, member: bytes, payload: Payload, prepared: Payload | None) -> bool:
+        """The rest of ``promote``: ``member`` leaves ``key`` and ``prepared`` joins its queue, in one step.
+
+        ``prepared`` is the ``promotion`` of ``payload`` (``None``: middleware dropped it,
+        and the entry is only removed). Raises ``wire.PayloadError`` if it cannot be encoded.
+        """
         queue = str((prepared or payload).get("queue") or "default")
         body = wire.dumps(prepared) if prepared is not None else ""
         moved = self.wurk.scripts.promote(

@@ -19,6 +19,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
+    # For types only, a cycle left on purpose: server middleware is handed the ``Job``
+    # instance, and ``job`` sits above the engine that runs the chains. Naming the real
+    # class tells a middleware author what they get; nothing here runs any of its code.
     from django_wurk.core.job import Job
 
 

@@ -13,6 +13,9 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    # For types only, and the one cycle left in the engine on purpose: the registry holds
+    # ``Job`` classes, and ``job`` imports the registry so each class registers itself when
+    # it is defined. A protocol restating ``Job`` here would only make callers cast back.
     from django_wurk.core.job import Job
 
 

@@ -231,10 +231,3 @@ def fetch_for(config: Config, redis: Redis, scripts: Scripts, identity: str) -> 
     if config.fetch == "basic":
         return BasicFetch(config, redis)
     return ReliableFetch(config, redis, scripts, identity)
-
-
-def seconds_since(beat: bytes | None) -> float | None:
-    try:
-        return time.time() - float(beat) if beat is not None else None
-    except ValueError:
-        return None

@@ -21,10 +21,10 @@ from redis.exceptions import RedisError
 from django_wurk.core import keys, version, wire
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.stats import Stats, queue_flush
+from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
-    from django_wurk.core.worker.manager import Manager
 
 logger = logging.getLogger("django_wurk.heartbeat")
 
@@ -46,7 +46,7 @@ class Heartbeat:
         self,
         wurk: Wurk,
         identity: str,
-        manager: Manager,
+        work: WorkSet,
         stats: Stats,
         outage: Outage,
         on_signal: Callable[[str], None],
@@ -54,7 +54,7 @@ class Heartbeat:
         self.wurk = wurk
         self.config = wurk.config
         self.identity = identity
-        self.manager = manager
+        self.work = work
         self.stats = stats
         self.outage = outage
         self.on_signal = on_signal
@@ -107,7 +107,7 @@ class Heartbeat:
     def _beat(self, counts: tuple[Any, ...]) -> None:
         redis = self.wurk.redis
         identity = self.identity
-        busy = self.manager.snapshot()
+        busy = self.work.snapshot()
 
         pipe = redis.pipeline(transaction=True)
         queue_flush(pipe, *counts)

@@ -54,7 +54,9 @@ class Launcher:
         self.manager = Manager(wurk, self.stats, self.outage, self.identity)
         self.reaper = Reaper(wurk, self.identity, self.outage) if self.config.fetch == "reliable" else None
         self.poller = Poller(wurk, self.outage)
-        self.heartbeat = Heartbeat(wurk, self.identity, self.manager, self.stats, self.outage, self.signal)
+        self.heartbeat = Heartbeat(
+            wurk, self.identity, self.manager.work, self.stats, self.outage, self.signal
+        )
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()

@@ -20,9 +20,10 @@ from redis.exceptions import RedisError
 from django_wurk.core import coroutines
 from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.processor import Processor, Shutdown, Work
+from django_wurk.core.worker.processor import Processor, Shutdown
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
+from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -38,6 +39,8 @@ def interrupt(thread: threading.Thread) -> None:
 
 
 class Manager:
+    """Owns the processor threads and what they share: the fetcher, the retry handler, the running jobs."""
+
     def __init__(self, wurk: Wurk, stats: Stats, outage: Outage, identity: str) -> None:
         self.wurk = wurk
         self.config = wurk.config
@@ -45,9 +48,10 @@ class Manager:
         self.outage = outage
         self.fetch = fetch_for(self.config, wurk.redis, wurk.scripts, identity)
         self.retry = RetryHandler(wurk)
-        self.lock = threading.Lock()
-        self.busy: dict[str, Work] = {}
+        #: The jobs running now; the heartbeat reports them.
+        self.work = WorkSet()
         self.quieting = threading.Event()
+        self._lock = threading.Lock()
         self.processors: list[Processor] = []
         self._reclaiming = threading.Lock()
 
@@ -56,12 +60,24 @@ class Manager:
             self._spawn(i)
 
     def _spawn(self, index: int) -> None:
-        processor = Processor(self, index)
+        processor = Processor(
+            self.wurk,
+            index,
+            fetch=self.fetch,
+            retry=self.retry,
+            stats=self.stats,
+            outage=self.outage,
+            work=self.work,
+            quieting=self.quieting,
+            on_died=self.processor_died,
+            on_fetch_lost=self.reclaim_strays,
+        )
         self.processors.append(processor)
         processor.start()
 
     def processor_died(self, processor: Processor) -> None:
-        with self.lock:
+        """A processor's thread ended on an unexpected error: start another in its place."""
+        with self._lock:
             if processor in self.processors:
                 index = self.processors.index(processor)
                 self.processors.remove(processor)
@@ -111,10 +127,6 @@ class Manager:
             )
         return True
 
-    def snapshot(self) -> dict[str, Work]:
-        with self.lock:
-            return dict(self.busy)
-
     def quiet(self) -> None:
         self.quieting.set()
 
@@ -132,11 +144,7 @@ class Manager:
                 if remaining <= 0:
                     break
                 p.thread.join(min(remaining, 0.1) if hurry is not None else remaining)
-        with self.lock:
-            unfinished = [w for w in self.busy.values() if not w.finished]
-            for work in unfinished:
-                work.abandoned = True
-                interrupt(work.thread)
+        unfinished = self.work.interrupt_unfinished(interrupt)
         if not unfinished:
             if self.config.fetch == "reliable":
                 self._push_back([], deadline=time.monotonic() + max(timeout, 5.0))  # leftovers, if any
@@ -145,8 +153,7 @@ class Manager:
         grace = time.monotonic() + 1.0
         for work in unfinished:
             work.thread.join(max(0.0, grace - time.monotonic()))
-        with self.lock:
-            requeue = [w.unit for w in unfinished if not w.finished]
+        requeue = self.work.still_unfinished(unfinished)
         self._push_back(requeue, deadline=time.monotonic() + max(timeout, 5.0))
         return len(requeue)
 
@@ -160,22 +167,21 @@ class Manager:
         """
         if not units and self.config.fetch == "basic":
             return
-        while True:
-            try:
-                self.fetch.requeue(units)
-                self.outage.recovered()
-                for unit in units:
-                    logger.warning("pushed an unfinished job back to queue %r", unit.queue)
-                return
-            except RedisError as exc:
-                self.outage.failed(exc)
-                if time.monotonic() > deadline:
-                    for unit in units:
-                        logger.critical(
-                            "could not push an unfinished job back to queue %r (%s); its payload: %r",
-                            unit.queue,
-                            exc,
-                            unit.raw,
-                        )
-                    return
-                time.sleep(self.outage.backoff())
+
+        def requeue() -> bool:
+            self.fetch.requeue(units)
+            return True
+
+        def give_up(exc: RedisError) -> bool:
+            for unit in units:
+                logger.critical(
+                    "could not push an unfinished job back to queue %r (%s); its payload: %r",
+                    unit.queue,
+                    exc,
+                    unit.raw,
+                )
+            return False
+
+        if self.outage.ride_out(requeue, deadline, give_up):
+            for unit in units:
+                logger.warning("pushed an unfinished job back to queue %r", unit.queue)

@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
-from django_wurk.core.worker.fetch import UnitOfWork, seconds_since
+from django_wurk.core.dead_set import invalid_payload_envelope
 from django_wurk.core.worker.loop import Loop
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.processor import invalid_payload_envelope
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -108,7 +107,7 @@ class Reaper(Loop):
                         "InvalidPayload", f"it could not be put back on its queue ({exc})"
                     )
                     logger.error("burying a job of dead process %s: %s", identity, error)
-                    new = invalid_payload_envelope(UnitOfWork(queue_name, raw), error, self.config.timestamps)
+                    new = invalid_payload_envelope(queue_name, raw, error, self.config.timestamps)
             buried += self._bury(private, raw, new, queue_name)
         if moved or buried:
             logger.warning(
@@ -149,7 +148,7 @@ class Reaper(Loop):
                 )
             )
             logger.error("burying a job of dead process %s from queue %r: %s", identity, queue_name, error)
-            return invalid_payload_envelope(UnitOfWork(queue_name, raw), error, self.config.timestamps), True
+            return invalid_payload_envelope(queue_name, raw, error, self.config.timestamps), True
 
     def _rewrite(self, raw: bytes, identity: str) -> tuple[str, bool]:
         payload = wire.loads(raw)
@@ -170,3 +169,11 @@ class Reaper(Loop):
             payload["failed_at"] = wire.now_stamp(style)
             payload["retry_count"] = 0
         return wire.dumps(payload), True
+
+
+def seconds_since(beat: bytes | None) -> float | None:
+    """Age of a heartbeat's ``beat`` field; None when there is none or it is not a number."""
+    try:
+        return time.time() - float(beat) if beat is not None else None
+    except ValueError:
+        return None

@@ -22,6 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import keys, wire
+from django_wurk.core.dead_set import bury
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -85,20 +86,6 @@ def backtrace_limit(value: Any, most: int) -> int | None:
 def usable_count(value: Any) -> int | None:
     """``retry_count`` if it is an integer (negative too: a manual retry lowers it to -1)."""
     return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def bury(wurk: Wurk, payload: str | bytes, source: str | None = None, member: bytes | None = None) -> bool:
-    """Add to the dead set with Sidekiq's trims; with ``source``, only if ``member`` was still there.
-
-    ``payload`` may be the exact bytes read from Redis, so a kill moves an entry unchanged.
-    """
-    config = wurk.config
-    now = time.time()
-    script_keys = [keys.DEAD] if source is None else [keys.DEAD, source]
-    args: list[Any] = [repr(now), payload, repr(now - config.dead_timeout), config.dead_max_jobs]
-    if source is not None:
-        args.append(member)
-    return bool(wurk.scripts.bury(keys=script_keys, args=args))
 
 
 class RetryHandler:
