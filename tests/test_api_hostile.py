@@ -120,3 +120,16 @@ def test_the_key_of_an_entry_without_a_jid_names_nothing_once_it_is_gone(wurk: W
     r.delete("dead")
     zadd(r, "dead", b"not json either", 10.0)
     assert DeadSet(wurk).find(entry.key) is None
+
+
+def test_retry_and_add_to_queue_leave_an_entry_whose_queue_names_no_queue(wurk: Wurk, r: Any) -> None:
+    """As the poller buries such an entry, "Retry now"/"Add to queue" refuse it (False) rather
+    than push it to a list named after a list."""
+    for cls in (ScheduledSet, RetrySet, DeadSet):
+        sset = cls(wurk)
+        for n, queue in enumerate((["default"], 5, {"x": 1})):
+            zadd(r, sset.name, payload(n, queue=queue), 10.0 + n)  # type: ignore[arg-type]
+        for entry in sset:
+            assert (entry.add_to_queue() if cls is ScheduledSet else entry.retry()) is False
+        assert sset.size() == 3
+    assert [k for k in r.scan_iter(match="queue:*")] == []

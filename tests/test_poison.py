@@ -355,6 +355,84 @@ def test_an_entry_whose_queue_key_is_not_a_list_is_buried_not_lost(wurk: Wurk, r
     assert r.get("queue:wrongtype") == b"someone else's string"
 
 
+def test_an_entry_whose_queue_is_not_a_name_is_buried_not_pushed_to_a_made_up_queue(
+    wurk: Wurk, r: Any
+) -> None:
+    """``"queue": ["default"]`` was pushed to ``queue:['default']`` (Python's ``str()``), a list no
+    worker reads and no payload names: the job was stranded without a word. Ruby's ``to_s``
+    would make up another name; neither is a queue anyone asked for. A missing, null or empty
+    queue still means ``default``, as for every push."""
+    odd = {
+        b'["default"]': "a list",
+        b"5": "an int",
+        b'{"x":1}': "a dict",
+        b"true": "a bool",
+        b"1.5": "a float",
+    }
+    due = time.time() - 10
+    for key in ("retry", "schedule"):
+        for value in odd:
+            member = (
+                b'{"class":"'
+                + ECHO.encode()
+                + b'","args":[1],"queue":'
+                + value
+                + b',"jid":"'
+                + key.encode()
+                + b'"}'
+            )
+            r.zadd(key, {member: due})
+        for i, value in enumerate([b"null", b'""']):
+            r.zadd(
+                key,
+                {
+                    b'{"class":"'
+                    + ECHO.encode()
+                    + b'","args":["'
+                    + key.encode()
+                    + b'-default-%d"],"queue":' % i
+                    + value
+                    + b"}": due
+                },
+            )
+        r.zadd(key, {good_member(f"{key}-behind"): due + 1})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    assert poller.enqueue_due() == 6
+    queued = sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1))
+    assert queued == sorted(
+        f"{k}-{n}" for k in ("retry", "schedule") for n in ("default-0", "default-1", "behind")
+    )
+    assert set(r.smembers("queues")) == {b"default"}
+    assert not [k for k in r.scan_iter(match="queue:*") if k != b"queue:default"]
+    for key in ("retry", "schedule"):
+        for value, kind in odd.items():
+            member = (
+                b'{"class":"'
+                + ECHO.encode()
+                + b'","args":[1],"queue":'
+                + value
+                + b',"jid":"'
+                + key.encode()
+                + b'"}'
+            )
+            envelope = assert_buried_once(
+                r, member, f"'queue' is {kind}, not a queue name", source=f"the {key} set"
+            )
+            assert envelope["queue"] == "default"
+    assert r.zcard("retry") == 0 and r.zcard("schedule") == 0
+
+
+def test_the_process_cleanup_drops_names_whose_key_is_not_a_process_hash(wurk: Wurk, r: Any) -> None:
+    """No worker beats on a list or a string: such a name is a dead process, like an expired one."""
+    r.sadd("processes", "live:1:1", "gone:2:2", "list:3:3", "string:4:4")
+    r.hset("live:1:1", "beat", "1")
+    r.rpush("list:3:3", "x")
+    r.set("string:4:4", "x")
+    Poller(wurk, Outage(wurk.config.redis_url)).cleanup_processes()
+    assert r.smembers("processes") == {b"live:1:1"}
+    assert r.lrange("list:3:3", 0, -1) == [b"x"] and r.get("string:4:4") == b"x"  # not ours to delete
+
+
 # Case 3: the reaper --------------------------------------------------------------------
 
 

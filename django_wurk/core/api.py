@@ -391,7 +391,14 @@ class SortedEntry(JobRecord):
         """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
         if self.payload is None or not _writable(self.payload):
             return False
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, self.payload)
+        return self._promote(self.payload)
+
+    def _promote(self, payload: wire.Payload) -> bool:
+        """False, leaving the entry where it is, when its ``queue`` names no queue (a list...)."""
+        try:
+            return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        except wire.PayloadError:
+            return False
 
     def retry(self) -> bool:
         """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
@@ -401,7 +408,7 @@ class SortedEntry(JobRecord):
         payload = dict(self.payload)
         if isinstance(payload.get("retry_count"), int):
             payload["retry_count"] -= 1
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        return self._promote(payload)
 
     def kill(self) -> bool:
         """Move to the dead set (unchanged) and tell the death handlers."""
