@@ -492,3 +492,61 @@ def test_the_reaper_buries_a_job_whose_queue_key_is_not_a_list(wurk: Wurk, r: An
     assert_buried_once(r, member, "holds a hash, not a list")
     assert sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1)) == sorted(goods)
     assert private_lists(r) == [] and r.hget("queue:wrongtype", "field") == b"value"
+
+
+def test_the_reaper_recovers_each_dead_worker_whatever_its_process_key_or_name_holds(
+    wurk: Wurk, r: Any
+) -> None:
+    """Found by the corpus: one identity whose key is a list made HGET answer WRONGTYPE, which
+    ended every pass (and the start-up sweep) as if Redis were down, so no dead worker's jobs
+    came back; a list whose name is not UTF-8 was skipped for good; a key named like a private
+    list that is not a list also ended the pass."""
+    ghosts: dict[bytes, Any] = {
+        b"ghost:1:list": "LIST",
+        b"ghost:2:string": "STRING",
+        b"ghost:3:inf": {"beat": "inf"},
+        b"ghost:4:nan": {"beat": "nan"},
+        b"ghost:5:1e999": {"beat": "1e999"},
+        b"ghost:\xff\xfe:6": None,
+        b"ghost|x:7:000000000007": None,
+        b"ghost:8:no-beat": {"info": "{}", "busy": "abc"},
+    }
+    r.set("queue:sq|ghost:9:not-a-list|default", "not a list")
+    goods: list[str] = []
+    poison: list[bytes] = []
+    for n, (identity, held) in enumerate(ghosts.items()):
+        if held == "LIST":
+            r.rpush(identity, "x")
+        elif held == "STRING":
+            r.set(identity, "x")
+        elif held is not None:
+            r.hset(identity, mapping=held)
+        bad = stored(b',"n":' + str(n).encode(), ECHO, b"[NaN]")
+        good = f"ghost-{n}"
+        r.rpush(b"queue:sq|" + identity + b"|default", good_member(good), bad)
+        goods.append(good)
+        poison.append(bad)
+    live = "live:1:000000000001"
+    r.hset(live, "beat", repr(time.time()))
+    r.rpush(f"queue:sq|{live}|default", good_member("running"))
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == 2 * len(ghosts)
+    assert reaper.reap() == 0
+    assert sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1)) == sorted(goods)
+    for member in poison:
+        assert_buried_once(r, member, "NaN")
+    assert set(private_lists(r)) == {
+        f"queue:sq|{live}|default".encode(),
+        b"queue:sq|ghost:9:not-a-list|default",
+    }
+    assert r.get("queue:sq|ghost:9:not-a-list|default") == b"not a list"
+    assert r.lrange("ghost:1:list", 0, -1) == [b"x"] and r.get("ghost:2:string") == b"x"
+
+
+def test_a_private_list_of_a_queue_whose_name_is_not_utf8_goes_back_to_that_queue(wurk: Wurk, r: Any) -> None:
+    job = good_member("binary queue")
+    r.rpush(b"queue:sq|ghost:1:000000000001|\xff\xfe", job)
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == 1
+    [back] = r.lrange(b"queue:\xff\xfe", 0, -1)
+    assert json.loads(back)["args"] == ["binary queue"] and r.sismember("queues", b"\xff\xfe")
