@@ -550,3 +550,38 @@ def test_a_private_list_of_a_queue_whose_name_is_not_utf8_goes_back_to_that_queu
     assert reaper.reap() == 1
     [back] = r.lrange(b"queue:\xff\xfe", 0, -1)
     assert json.loads(back)["args"] == ["binary queue"] and r.sismember("queues", b"\xff\xfe")
+
+
+# The heartbeat ---------------------------------------------------------------------------
+
+
+def test_a_counter_holding_junk_does_not_stop_the_heartbeat(
+    wurk: Wurk, r: Any, launcher: Launcher, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``stat:processed = "abc"`` made INCRBY fail in the beat's first transaction, so the process
+    hash was never written again: the worker looked dead (and would be reaped) while it ran.
+    The junk is left for a person to see; the counters that can be added to still are."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    r.set("stat:processed", "abc")
+    r.set(f"stat:processed:{day}", "1e400")
+    for i in range(3):
+        jobs.echo.perform_async(f"first {i}")
+    wait_for(lambda: r.llen("seen:echo") == 3)
+    since = time.time()
+    wait_for(lambda: float(r.hget(launcher.identity, "beat") or 0) > since)
+    for i in range(3):
+        jobs.echo.perform_async(f"second {i}")
+    wait_for(lambda: r.llen("seen:echo") == 6)
+    since = time.time()
+    wait_for(lambda: float(r.hget(launcher.identity, "beat") or 0) > since)
+    assert r.get("stat:processed") == b"abc" and r.get(f"stat:processed:{day}") == b"1e400"
+    minute = [k for k in r.scan_iter(match="j|*") if r.hget(k, f"{ECHO}|p")]
+    assert minute and sum(int(r.hget(k, f"{ECHO}|p")) for k in minute) >= 6  # the minute and its rollup
+    reported = [
+        rec for rec in caplog.records if rec.levelname == "ERROR" and "stat:processed" in rec.getMessage()
+    ]
+    # Once per counter and process, not once per beat.
+    assert sorted(rec.getMessage().split(" ")[1] for rec in reported) == [
+        "stat:processed",
+        f"stat:processed:{day}",
+    ]
