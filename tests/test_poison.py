@@ -445,6 +445,84 @@ def test_an_entry_without_a_queue_passes_the_middleware_and_is_promoted_to_defau
     assert r.zcard("schedule") == 0 and r.zcard("dead") == 0
 
 
+def test_an_entry_whose_queue_is_not_a_name_is_buried_not_pushed_to_a_made_up_queue(
+    wurk: Wurk, r: Any
+) -> None:
+    """``"queue": ["default"]`` was pushed to ``queue:['default']`` (Python's ``str()``), a list no
+    worker reads and no payload names: the job was stranded without a word. Ruby's ``to_s``
+    would make up another name; neither is a queue anyone asked for. A missing, null or empty
+    queue still means ``default``, as for every push."""
+    odd = {
+        b'["default"]': "a list",
+        b"5": "an int",
+        b'{"x":1}': "a dict",
+        b"true": "a bool",
+        b"1.5": "a float",
+    }
+    due = time.time() - 10
+    for key in ("retry", "schedule"):
+        for value in odd:
+            member = (
+                b'{"class":"'
+                + ECHO.encode()
+                + b'","args":[1],"queue":'
+                + value
+                + b',"jid":"'
+                + key.encode()
+                + b'"}'
+            )
+            r.zadd(key, {member: due})
+        for i, value in enumerate([b"null", b'""']):
+            r.zadd(
+                key,
+                {
+                    b'{"class":"'
+                    + ECHO.encode()
+                    + b'","args":["'
+                    + key.encode()
+                    + b'-default-%d"],"queue":' % i
+                    + value
+                    + b"}": due
+                },
+            )
+        r.zadd(key, {good_member(f"{key}-behind"): due + 1})
+    poller = Poller(wurk, Outage(wurk.config.redis_url))
+    assert poller.enqueue_due() == 6
+    queued = sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1))
+    assert queued == sorted(
+        f"{k}-{n}" for k in ("retry", "schedule") for n in ("default-0", "default-1", "behind")
+    )
+    assert set(r.smembers("queues")) == {b"default"}
+    assert not [k for k in r.scan_iter(match="queue:*") if k != b"queue:default"]
+    for key in ("retry", "schedule"):
+        for value, kind in odd.items():
+            member = (
+                b'{"class":"'
+                + ECHO.encode()
+                + b'","args":[1],"queue":'
+                + value
+                + b',"jid":"'
+                + key.encode()
+                + b'"}'
+            )
+            envelope = assert_buried_once(
+                r, member, f"'queue' is {kind}, not a queue name", source=f"the {key} set"
+            )
+            assert envelope["queue"] == "default"
+    assert r.zcard("retry") == 0 and r.zcard("schedule") == 0
+
+
+def test_the_process_cleanup_drops_names_whose_key_is_not_a_process_hash(wurk: Wurk, r: Any) -> None:
+    """No worker beats on a list or a string: such a name is a dead process, like an expired one."""
+    r.sadd("processes", "live:1:1", "gone:2:2", "list:3:3", "string:4:4")
+    r.hset("live:1:1", "beat", "1")
+    r.rpush("list:3:3", "x")
+    r.set("string:4:4", "x")
+    Poller(wurk, Outage(wurk.config.redis_url)).cleanup_processes()
+    assert r.smembers("processes") == {b"live:1:1"}
+    assert r.lrange("list:3:3", 0, -1) == [b"x"] and r.get("string:4:4") == b"x"  # not ours to delete
+
+
 # Case 3: the reaper --------------------------------------------------------------------
 
 
@@ -504,3 +582,96 @@ def test_the_reaper_buries_a_job_whose_queue_key_is_not_a_list(wurk: Wurk, r: An
     assert_buried_once(r, member, "holds a hash, not a list")
     assert sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1)) == sorted(goods)
     assert private_lists(r) == [] and r.hget("queue:wrongtype", "field") == b"value"
+
+
+def test_the_reaper_recovers_each_dead_worker_whatever_its_process_key_or_name_holds(
+    wurk: Wurk, r: Any
+) -> None:
+    """Found by the corpus: one identity whose key is a list made HGET answer WRONGTYPE, which
+    ended every pass (and the start-up sweep) as if Redis were down, so no dead worker's jobs
+    came back; a list whose name is not UTF-8 was skipped for good; a key named like a private
+    list that is not a list also ended the pass."""
+    ghosts: dict[bytes, Any] = {
+        b"ghost:1:list": "LIST",
+        b"ghost:2:string": "STRING",
+        b"ghost:3:inf": {"beat": "inf"},
+        b"ghost:4:nan": {"beat": "nan"},
+        b"ghost:5:1e999": {"beat": "1e999"},
+        b"ghost:\xff\xfe:6": None,
+        b"ghost|x:7:000000000007": None,
+        b"ghost:8:no-beat": {"info": "{}", "busy": "abc"},
+    }
+    r.set("queue:sq|ghost:9:not-a-list|default", "not a list")
+    goods: list[str] = []
+    poison: list[bytes] = []
+    for n, (identity, held) in enumerate(ghosts.items()):
+        if held == "LIST":
+            r.rpush(identity, "x")
+        elif held == "STRING":
+            r.set(identity, "x")
+        elif held is not None:
+            r.hset(identity, mapping=held)
+        bad = stored(b',"n":' + str(n).encode(), ECHO, b"[NaN]")
+        good = f"ghost-{n}"
+        r.rpush(b"queue:sq|" + identity + b"|default", good_member(good), bad)
+        goods.append(good)
+        poison.append(bad)
+    live = "live:1:000000000001"
+    r.hset(live, "beat", repr(time.time()))
+    r.rpush(f"queue:sq|{live}|default", good_member("running"))
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == 2 * len(ghosts)
+    assert reaper.reap() == 0
+    assert sorted(json.loads(x)["args"][0] for x in r.lrange("queue:default", 0, -1)) == sorted(goods)
+    for member in poison:
+        assert_buried_once(r, member, "NaN")
+    assert set(private_lists(r)) == {
+        f"queue:sq|{live}|default".encode(),
+        b"queue:sq|ghost:9:not-a-list|default",
+    }
+    assert r.get("queue:sq|ghost:9:not-a-list|default") == b"not a list"
+    assert r.lrange("ghost:1:list", 0, -1) == [b"x"] and r.get("ghost:2:string") == b"x"
+
+
+def test_a_private_list_of_a_queue_whose_name_is_not_utf8_goes_back_to_that_queue(wurk: Wurk, r: Any) -> None:
+    job = good_member("binary queue")
+    r.rpush(b"queue:sq|ghost:1:000000000001|\xff\xfe", job)
+    reaper = Reaper(wurk, "testhost:1:ffffffffffff", Outage(wurk.config.redis_url))
+    assert reaper.reap() == 1
+    [back] = r.lrange(b"queue:\xff\xfe", 0, -1)
+    assert json.loads(back)["args"] == ["binary queue"] and r.sismember("queues", b"\xff\xfe")
+
+
+# The heartbeat ---------------------------------------------------------------------------
+
+
+def test_a_counter_holding_junk_does_not_stop_the_heartbeat(
+    wurk: Wurk, r: Any, launcher: Launcher, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``stat:processed = "abc"`` made INCRBY fail in the beat's first transaction, so the process
+    hash was never written again: the worker looked dead (and would be reaped) while it ran.
+    The junk is left for a person to see; the counters that can be added to still are."""
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    r.set("stat:processed", "abc")
+    r.set(f"stat:processed:{day}", "1e400")
+    for i in range(3):
+        jobs.echo.perform_async(f"first {i}")
+    wait_for(lambda: r.llen("seen:echo") == 3)
+    since = time.time()
+    wait_for(lambda: float(r.hget(launcher.identity, "beat") or 0) > since)
+    for i in range(3):
+        jobs.echo.perform_async(f"second {i}")
+    wait_for(lambda: r.llen("seen:echo") == 6)
+    since = time.time()
+    wait_for(lambda: float(r.hget(launcher.identity, "beat") or 0) > since)
+    assert r.get("stat:processed") == b"abc" and r.get(f"stat:processed:{day}") == b"1e400"
+    minute = [k for k in r.scan_iter(match="j|*") if r.hget(k, f"{ECHO}|p")]
+    assert minute and sum(int(r.hget(k, f"{ECHO}|p")) for k in minute) >= 6  # the minute and its rollup
+    reported = [
+        rec for rec in caplog.records if rec.levelname == "ERROR" and "stat:processed" in rec.getMessage()
+    ]
+    # Once per counter and process, not once per beat.
+    assert sorted(rec.getMessage().split(" ")[1] for rec in reported) == [
+        "stat:processed",
+        f"stat:processed:{day}",
+    ]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from django_wurk.core import activejob, keys, wire
 from django_wurk.core.dead_set import bury
 from django_wurk.core.engine import Wurk
@@ -137,6 +139,21 @@ def _payload_bytes(payload: Any) -> bytes:
         return b""
 
 
+def _replies(pipe: Any) -> list[Any]:
+    """A pipeline's replies, where a key holding another type than the command reads reads as
+    ``None``: a process or busy-work key no worker wrote (a list, a string) is one nobody beats
+    on, so it is skipped like an expired one instead of failing every page that lists processes.
+    Any other error reply is raised."""
+    out = []
+    for reply in pipe.execute(raise_on_error=False):
+        if isinstance(reply, ResponseError):
+            if not str(reply).startswith("WRONGTYPE"):
+                raise reply
+            reply = None
+        out.append(reply)
+    return out
+
+
 def _decode_object(raw: bytes | str) -> dict[str, Any] | None:
     """A JSON object (heartbeat info, a busy-work entry), or ``None`` if it is anything else."""
     try:
@@ -242,15 +259,32 @@ class JobRecord:
         return f"<{type(self).__name__} {self.job_class} jid={self.jid}>"
 
 
+def _name_bytes(name: str | bytes) -> bytes:
+    return name if isinstance(name, bytes) else name.encode("utf-8")
+
+
+def _queue_key(name: bytes) -> str | bytes:
+    """``queue:<name>``: text for a UTF-8 name (as everywhere else), else the exact bytes."""
+    try:
+        return keys.queue(name.decode("utf-8"))
+    except UnicodeDecodeError:
+        return b"queue:" + name
+
+
 class Queue:
-    def __init__(self, name: str = "default", wurk: Wurk = default_wurk) -> None:
-        self.name = name
+    """One queue. ``name`` may be the exact bytes from the ``queues`` set: any client can write a
+    name that is not UTF-8, and only those bytes name its list (the text ``name`` then shows it
+    with replacement characters)."""
+
+    def __init__(self, name: str | bytes = "default", wurk: Wurk = default_wurk) -> None:
+        self.raw_name = _name_bytes(name)
+        self.name = _text(name)
         self.wurk = wurk
-        self.key = keys.queue(name)
+        self.key = _queue_key(self.raw_name)
 
     @classmethod
     def all(cls, wurk: Wurk = default_wurk) -> list[Queue]:
-        names = sorted(_text(n) for n in wurk.redis.smembers(keys.QUEUES))
+        names = sorted(wurk.redis.smembers(keys.QUEUES), key=lambda n: (_text(n), n))
         return [cls(n, wurk) for n in names]
 
     def size(self) -> int:
@@ -262,7 +296,7 @@ class Queue:
         return JobRecord(raw, self.name).latency if raw is not None else 0.0
 
     def paused(self) -> bool:
-        return bool(self.wurk.redis.sismember(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.sismember(keys.PAUSED, self.raw_name))
 
     def known(self) -> bool:
         """Whether Redis knows this queue: in the ``queues`` set, paused, or holding jobs.
@@ -271,8 +305,8 @@ class Queue:
         would offer to pause a queue that does not exist.
         """
         pipe = self.wurk.redis.pipeline(transaction=False)
-        pipe.sismember(keys.QUEUES, self.name)
-        pipe.sismember(keys.PAUSED, self.name)
+        pipe.sismember(keys.QUEUES, self.raw_name)
+        pipe.sismember(keys.PAUSED, self.raw_name)
         pipe.exists(self.key)
         return any(pipe.execute())
 
@@ -283,11 +317,11 @@ class Queue:
         (``worker.fetch.PAUSED_REFRESH``), and a Sidekiq Pro fleet sharing the Redis
         honours the same set. True if the queue was not paused before.
         """
-        return bool(self.wurk.redis.sadd(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.sadd(keys.PAUSED, self.raw_name))
 
     def unpause(self) -> bool:
         """Let workers fetch from this queue again; True if it was paused."""
-        return bool(self.wurk.redis.srem(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.srem(keys.PAUSED, self.raw_name))
 
     def page(self, start: int = 0, count: int = 25) -> list[JobRecord]:
         """Jobs from the head (newest) onwards."""
@@ -315,8 +349,12 @@ class Queue:
     def clear(self) -> None:
         pipe = self.wurk.redis.pipeline(transaction=True)
         pipe.unlink(self.key)
-        pipe.srem(keys.QUEUES, self.name)
+        pipe.srem(keys.QUEUES, self.raw_name)
         pipe.execute()
+
+
+#: Stands for the jid in the key of an entry that has none, followed by a digest of its bytes.
+NO_JID = "raw:"
 
 
 class SortedEntry(JobRecord):
@@ -333,8 +371,18 @@ class SortedEntry(JobRecord):
 
     @property
     def key(self) -> str:
-        """How Sidekiq's Web UI addresses an entry: the score as Ruby prints it, a dash, the jid."""
-        return f"{self.score!r}-{self.jid}"
+        """How Sidekiq's Web UI addresses an entry: the score as Ruby prints it, a dash, the jid.
+
+        An entry without a jid (unreadable, or a payload with none) has a digest of its exact
+        bytes in its place (``NO_JID``), so two of them at one score each have a key that
+        ``find`` takes back to that very entry.
+        """
+        return f"{self.score!r}-{self.key_id}"
+
+    @property
+    def key_id(self) -> str:
+        """The part of ``key`` after the score."""
+        return self.jid or NO_JID + _digest(self.raw).hex()
 
     def delete(self) -> bool:
         return bool(self.parent.wurk.redis.zrem(self.parent.name, self.raw))
@@ -343,7 +391,14 @@ class SortedEntry(JobRecord):
         """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
         if self.payload is None or not _writable(self.payload):
             return False
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, self.payload)
+        return self._promote(self.payload)
+
+    def _promote(self, payload: wire.Payload) -> bool:
+        """False, leaving the entry where it is, when its ``queue`` names no queue (a list...)."""
+        try:
+            return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        except wire.PayloadError:
+            return False
 
     def retry(self) -> bool:
         """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
@@ -353,7 +408,7 @@ class SortedEntry(JobRecord):
         payload = dict(self.payload)
         if isinstance(payload.get("retry_count"), int):
             payload["retry_count"] -= 1
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        return self._promote(payload)
 
     def kill(self) -> bool:
         """Move to the dead set (unchanged) and tell the death handlers."""
@@ -450,10 +505,9 @@ class SortedSet:
         return [e for e in entries if jid is None or e.jid == jid]
 
     def find(self, entry_key: str) -> SortedEntry | None:
-        """The entry a ``<score>-<jid>`` key names, or ``None`` if it has gone."""
-        score, jid = parse_entry_key(entry_key)
-        found = self.fetch(score, jid)
-        return found[0] if found else None
+        """The entry a ``<score>-<jid>`` key (``SortedEntry.key``) names, or ``None`` if it has gone."""
+        score, wanted = parse_entry_key(entry_key)
+        return next((e for e in self.fetch(score) if e.key_id == wanted), None)
 
     def find_job(self, jid: str) -> SortedEntry | None:
         return next(iter(e for e in self.scan(jid) if e.jid == jid), None)
@@ -626,9 +680,12 @@ class ProcessSet:
         for identity in ids:
             pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us", "concurrency")
         out = []
-        for identity, (info, busy, beat, quiet, rss, rtt, conc) in zip(ids, pipe.execute(), strict=True):
+        for identity, reply in zip(ids, _replies(pipe), strict=True):
+            info, busy, beat, quiet, rss, rtt, conc = reply or (None,) * 7
             if info is None:
-                continue  # its hash expired: the process is gone (cleanup will prune it)
+                # Its hash expired (or its key is not a hash): the process is gone, and the
+                # poller's cleanup prunes it.
+                continue
             data = _decode_object(info) or {}
             concurrency = _int(conc) if conc else _int(data.get("concurrency"))
             out.append(
@@ -685,11 +742,11 @@ class Workers:
         for identity in ids:
             pipe.hgetall(keys.work(identity))
             pipe.hgetall(keys.legacy_workers(identity))
-        replies = pipe.execute()
+        replies = _replies(pipe)
         out = []
         for i, identity in enumerate(ids):
             # Sidekiq <= 6.4.1 processes write the same hash under its old name.
-            work = replies[2 * i] or replies[2 * i + 1]
+            work = replies[2 * i] or replies[2 * i + 1] or {}
             for tid, value in sorted(work.items()):
                 entry = _decode_object(value)
                 if entry is None:
@@ -714,7 +771,7 @@ class Workers:
         pipe = redis.pipeline(transaction=False)
         for identity in ids:
             pipe.hget(identity, "busy")
-        return sum(_int(b) for b in pipe.execute())
+        return sum(_int(b) for b in _replies(pipe))
 
 
 class Stats:
@@ -745,11 +802,15 @@ class Stats:
 
     def _queue_sizes(self) -> dict[str, int]:
         redis = self.wurk.redis
-        names = sorted(_text(n) for n in redis.sscan_iter(keys.QUEUES))
+        names = sorted(redis.sscan_iter(keys.QUEUES), key=lambda n: (_text(n), n))
         pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(keys.queue(name))
-        return dict(zip(names, (int(n) for n in pipe.execute()), strict=True))
+            pipe.llen(_queue_key(name))
+        sizes: dict[str, int] = {}
+        # Two names that are not UTF-8 may read alike; their jobs are counted under that text.
+        for name, size in zip(names, pipe.execute(), strict=True):
+            sizes[_text(name)] = sizes.get(_text(name), 0) + int(size)
+        return sizes
 
     def reset(self) -> None:
         self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0})
@@ -822,7 +883,7 @@ def queue_summaries(wurk: Wurk = default_wurk) -> list[QueueSummary]:
     for q in queues:
         pipe.llen(q.key)
         pipe.lindex(q.key, -1)
-        pipe.sismember(keys.PAUSED, q.name)
+        pipe.sismember(keys.PAUSED, q.raw_name)
     replies = pipe.execute()
     out = []
     for i, q in enumerate(queues):

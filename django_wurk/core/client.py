@@ -36,6 +36,28 @@ Delivery = Mapping[str, Any]
 NO_DELIVERY: Delivery = {}
 
 
+_ARTICLE = {"int": "an int"}
+
+
+def promoted_queue(payload: Payload) -> str:
+    """The queue a sorted-set entry is promoted to: its ``queue``, ``default`` when it has none.
+
+    A ``queue`` that is not a string (a list, a number, an object, written by another
+    producer) names no queue: any text made of it (``"['default']"``, Ruby's ``"5"``) is a list
+    no worker reads, and the job would wait there unseen. So it is refused with the reason
+    (``PayloadError``; the poller buries the entry), never guessed.
+    """
+    queue = payload.get("queue")
+    if queue is None or queue == "":
+        return "default"
+    if not isinstance(queue, str):
+        kind = type(queue).__name__
+        raise wire.PayloadError(
+            "InvalidPayload", f"payload 'queue' is {_ARTICLE.get(kind, 'a ' + kind)}, not a queue name"
+        )
+    return queue
+
+
 class Pusher(Protocol):
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
@@ -276,7 +298,7 @@ class Client:
         ``prepared`` is the ``promotion`` of ``payload`` (``None``: middleware dropped it,
         and the entry is only removed). Raises ``wire.PayloadError`` if it cannot be encoded.
         """
-        queue = str((prepared or payload).get("queue") or "default")
+        queue = promoted_queue(prepared or payload)
         body = wire.dumps(prepared) if prepared is not None else ""
         moved = self.wurk.scripts.promote(
             keys=[key, keys.QUEUES, keys.queue(queue)], args=[member, queue, body]

@@ -18,6 +18,7 @@ from django.test import Client
 from django_wurk import Wurk
 from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
+from django_wurk.core.api import DeadSet
 from django_wurk.dashboard.views.queues import digest
 from tests.dashboard.conftest import add_process, failed, payload, push, url, zadd
 
@@ -357,7 +358,9 @@ def test_entries_sharing_a_score_are_told_apart_by_jid(manager: Client, r: Any, 
 def test_an_unreadable_entry_is_listed_shown_and_deletable(manager: Client, r: Any, wurk: Wurk) -> None:
     r.zadd(keys.DEAD, {b"\xff not json": 1700000000.25})
     listing = manager.get(url("dead")).content.decode()
-    key = "1700000000.25-"
+    [entry] = DeadSet(wurk).fetch(1700000000.25)
+    key = entry.key  # no jid: "<score>-raw:<digest of its bytes>"
+    assert key.startswith("1700000000.25-raw:")
     assert url("entry", kind="dead", key=key) in listing and "not valid UTF-8" in listing
     detail = manager.get(url("entry", kind="dead", key=key))
     assert detail.status_code == 200 and "Unreadable payload" in detail.content.decode()

@@ -531,3 +531,44 @@ def test_deleting_a_job_whose_jid_no_encoding_can_write(manager: Client, r: Any)
     assert said(response)[0].startswith("Deleted (unreadable payload) job")
     ok(manager, url("queue", name="default"))  # the message is shown on the next page
     assert "unreadable" in LogEntry.objects.get().change_message
+
+
+def test_a_process_whose_key_is_not_a_hash_does_not_break_the_pages_or_the_signals(
+    manager: Client, r: Any
+) -> None:
+    """A name in ``processes`` whose key holds a list (or a string) is no live worker: every page
+    that lists processes skips it, and "Quiet all" still reaches the live ones."""
+    live = add_process(r, "web1:123:abcdef012345", busy_jobs=2)
+    r.sadd(keys.PROCESSES, "odd:7:key-holds-a-list", "odd:8:key-holds-a-string")
+    r.rpush("odd:7:key-holds-a-list", "x")
+    r.set("odd:8:key-holds-a-string", "x")
+    all_pages(manager)
+    busy = ok(manager, url("busy"))
+    assert live in busy and "odd:7" not in busy
+    assert strict_json(manager.get(url("stats")).content)["sidekiq"]["busy"] == 2
+    response = manager.post(url("busy_signal"), {"signal": "quiet", "identity": "*"})
+    assert response.status_code == 302 and said(response)[0].startswith("1 process quieted.")
+    assert r.lrange(keys.signals(live), 0, -1) == [b"TSTP"]
+    response = manager.post(url("busy_signal"), {"signal": "stop", "identity": "odd:7:key-holds-a-list"})
+    assert response.status_code == 302 and "is no longer running" in said(response)[0]
+    assert r.lrange("odd:7:key-holds-a-list", 0, -1) == [b"x"]
+
+
+def test_two_unreadable_entries_at_one_score_each_open_and_go_by_their_own_key(
+    manager: Client, r: Any
+) -> None:
+    """``<score>-`` named only the first unreadable entry at a score; the others could not be
+    opened, and deleting "the one shown" could delete another."""
+    members = [b"\xff first", b"not json: second", b'{"class":"X","args":[],"note":"no jid"}']
+    for raw in members:
+        r.zadd(keys.DEAD, {raw: 5.0})
+    found = entry_keys(manager)["dead"]
+    assert len(found) == len(members)
+    shown = {key: ok(manager, url("entry", kind="dead", key=key)) for key in found}
+    # Each key opens its own entry.
+    words = ("first", "second", "no jid")
+    assert {next((w for w in words if w in page), None) for page in shown.values()} == set(words)
+    second = next(k for k, page in shown.items() if "second" in page)
+    response = manager.post(url("bulk", kind="dead"), {"action": "delete", "key": [second]})
+    assert response.status_code == 302
+    assert sorted(r.zrange(keys.DEAD, 0, -1)) == sorted([members[0], members[2]])

@@ -230,7 +230,8 @@ def account(
         if member.reject:
             if runs:
                 why.append("must be refused, but it ran")
-            if len(in_dead) < n and not stranded:
+            # A copy resting at a future score is not due: it waits, like any entry there.
+            if len(in_dead) + len(waiting) < n and not stranded:
                 why.append(
                     f"must be in the dead set {n} time(s), found {len(in_dead)}"
                     + (f" (and {len(traces) - len(in_dead)} in retry)" if len(traces) > len(in_dead) else "")

@@ -39,6 +39,16 @@ logger = logging.getLogger("django_wurk.reaper")
 RELEASE_LEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
+def raw(name: str) -> bytes:
+    """A name read from Redis (surrogate escapes for bytes that are not UTF-8) as its bytes."""
+    return name.encode("utf-8", "surrogateescape")
+
+
+def shown(name: str | bytes) -> str:
+    """A name read from Redis as text that can be logged and written into a payload."""
+    return (raw(name) if isinstance(name, str) else name).decode("utf-8", "replace")
+
+
 class Reaper(Loop):
     name = "reaper"
 
@@ -62,43 +72,54 @@ class Reaper(Loop):
             return 0
         moved = 0
         try:
-            for key in redis.scan_iter(match=f"{keys.PRIVATE_QUEUE_PREFIX}*", count=500):
-                try:
-                    name = key.decode("utf-8")
-                except UnicodeDecodeError:  # not a name any process writes; leave it alone
-                    logger.warning("skipping private list %r: its name is not valid UTF-8", key)
-                    continue
-                parsed = keys.parse_private_queue(name)
-                if parsed is None or parsed[0] == self.identity or self.alive(parsed[0]):
+            # Lists only: a key that merely looks like a private list is not ours to read.
+            for key in redis.scan_iter(match=f"{keys.PRIVATE_QUEUE_PREFIX}*", count=500, _type="list"):
+                # A name that is not UTF-8 (a Ruby process on a host whose name is not) still
+                # holds jobs: its parts are kept as surrogate escapes and written back as bytes.
+                parsed = keys.parse_private_queue(key.decode("utf-8", "surrogateescape"))
+                if parsed is None or parsed[0] == self.identity:
                     continue
                 try:
-                    moved += self._recover(name, *parsed)
+                    if not self.alive(parsed[0]):
+                        moved += self._recover(key, *parsed)
+                except ResponseError as exc:
+                    if "WRONGTYPE" not in str(exc):
+                        raise
+                    # The key changed type since the scan: not a private list any more.
+                    logger.warning("skipping %r: %s", key, exc)
                 except RedisError:
                     raise
                 except Exception as exc:  # a bug met on one list must not strand every other one
-                    logger.exception("could not recover the jobs in %r", name)
-                    self.wurk.report_error(exc, {"context": "reaper", "private_list": name})
+                    logger.exception("could not recover the jobs in %r", key)
+                    self.wurk.report_error(exc, {"context": "reaper", "private_list": shown(key)})
         finally:
             redis.eval(RELEASE_LEASE, 1, keys.REAPER_LOCK, self.identity)
         return moved
 
     def alive(self, identity: str) -> bool:
-        age = seconds_since(self.wurk.redis.hget(identity, "beat"))
+        try:
+            beat = self.wurk.redis.hget(raw(identity), "beat")
+        except ResponseError as exc:
+            if "WRONGTYPE" not in str(exc):
+                raise
+            return False  # its key is not a process hash (a list, a string): nothing beats there
+        age = seconds_since(beat)
         # A beat of "nan" or "inf" is no sign of life (and "inf" would otherwise look alive forever).
         return age is not None and math.isfinite(age) and age <= self.config.process_dead_after
 
-    def _recover(self, private: str, identity: str, queue_name: str) -> int:
+    def _recover(self, private: bytes, identity: str, queue_name: str) -> int:
         moved = buried = 0
+        target = raw(keys.queue(queue_name))
+        # Text written into payloads and logs: a name that is not UTF-8 is shown, not encoded.
+        identity, queue_shown = shown(identity), shown(queue_name)
         # Newest first: each RPUSH lands further right, so the oldest job ends up fetched first.
-        for raw in self.wurk.redis.lrange(private, 0, -1):
-            new, dead = self._next_life(raw, queue_name, identity)
+        for member in self.wurk.redis.lrange(private, 0, -1):
+            new, dead = self._next_life(member, queue_shown, identity)
             if not dead:
                 try:
-                    args = [raw, new, "", queue_name, "", ""]
+                    args = [member, new, "", raw(queue_name), "", ""]
                     scripts = self.wurk.scripts
-                    moved += int(
-                        scripts.requeue(keys=[private, keys.queue(queue_name), keys.QUEUES], args=args)
-                    )
+                    moved += int(scripts.requeue(keys=[private, target, keys.QUEUES], args=args))
                     continue
                 except ResponseError as exc:  # the queue's key is not a list: nothing was moved
                     if "WRONGTYPE" not in str(exc):
@@ -107,22 +128,22 @@ class Reaper(Loop):
                         "InvalidPayload", f"it could not be put back on its queue ({exc})"
                     )
                     logger.error("burying a job of dead process %s: %s", identity, error)
-                    new = invalid_payload_envelope(queue_name, raw, error, self.config.timestamps)
-            buried += self._bury(private, raw, new, queue_name)
+                    new = invalid_payload_envelope(queue_shown, member, error, self.config.timestamps)
+            buried += self._bury(private, member, new, raw(queue_name))
         if moved or buried:
             logger.warning(
                 "recovered %d job(s) of dead process %s from queue %r (%d buried as poison)",
                 moved,
                 identity,
-                queue_name,
+                queue_shown,
                 buried,
             )
         return moved + buried
 
-    def _bury(self, private: str, raw: bytes, payload: str, queue_name: str) -> int:
+    def _bury(self, private: bytes, member: bytes, payload: str, queue_name: bytes) -> int:
         now = time.time()
         args = [
-            raw,
+            member,
             payload,
             repr(now),
             queue_name,

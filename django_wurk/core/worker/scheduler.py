@@ -126,7 +126,9 @@ class Poller(Loop):
     def cleanup_processes(self) -> None:
         """Drop ``processes`` entries whose hash expired (a process killed without a goodbye).
 
-        At most once a minute across the cluster, like Sidekiq 7+.
+        At most once a minute across the cluster, like Sidekiq 7+. A name whose key holds
+        something else than a hash (a list, a string) is no process either: nothing beats
+        there. Its key is not ours, so it is left alone.
         """
         redis = self.wurk.redis
         if not redis.set(keys.PROCESS_CLEANUP, "1", nx=True, ex=60):
@@ -136,9 +138,9 @@ class Poller(Loop):
             return
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.exists(identity)
-        alive = pipe.execute()
-        stale = [i for i, ok in zip(identities, alive, strict=True) if not ok]
+            pipe.type(identity)
+        kinds = pipe.execute()
+        stale = [i for i, kind in zip(identities, kinds, strict=True) if kind != b"hash"]
         if stale:
             redis.srem(keys.PROCESSES, *stale)
 

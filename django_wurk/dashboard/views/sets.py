@@ -111,17 +111,14 @@ def kind_of(slug: str) -> Kind:
 def find(sset: api.SortedSet, key: str) -> api.SortedEntry | None:
     """The entry ``<score>-<jid>`` names, or ``None`` (gone, or not a key at all).
 
-    An entry whose payload cannot be decoded has no jid; its key is ``<score>-`` and it is
-    the first unreadable entry with that score.
+    An entry without a jid (its payload cannot be decoded, or has none) is named by a digest
+    of its bytes instead (``api.SortedEntry.key``), so an action on one of several such
+    entries at one score acts on the one that was shown.
     """
     try:
-        score, jid = api.split_entry_key(key)
+        return sset.find(key)
     except ValueError:
         return None
-    for entry in sset.fetch(score):
-        if (jid and entry.jid == jid) or (not jid and not entry.jid):
-            return entry
-    return None
 
 
 def list_url(site: AdminSite, kind: Kind, query: str = "") -> str:
