@@ -94,18 +94,8 @@ def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bo
     else:
         payload.pop("enqueued_at", None)
     queue = str(payload.get("queue") or "default")
-    return bool(
-        wurk.scripts.push_once(
-            keys=[marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE],
-            args=[
-                keys.OUTBOX_MARKER_TTL,
-                queue,
-                wire.dumps(payload),
-                "" if at is None else repr(at),
-                str(payload.get("jid") or ""),
-            ],
-        )
-    )
+    jid = str(payload.get("jid") or "")
+    return wurk.scripts.push_once(marker, keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), at, jid)
 
 
 class BufferedPusher:
@@ -238,10 +228,8 @@ class Client:
         prepared = self.prepare(payload)
         queue = str((prepared or payload).get("queue") or "default")
         body = wire.dumps(prepared) if prepared is not None else ""
-        moved = self.wurk.scripts.promote(
-            keys=[key, keys.QUEUES, keys.queue(queue)], args=[member, queue, body]
-        )
-        return bool(moved) and prepared is not None
+        moved = self.wurk.scripts.promote(key, member, queue, body)
+        return moved and prepared is not None
 
     def push_bulk(
         self,

@@ -30,11 +30,12 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 from django_wurk.core import keys
 from django_wurk.core.config import Config
-from django_wurk.core.connection import Line, Redis, Scripts
+from django_wurk.core.connection import Line, Redis
+from django_wurk.core.scripts import Scripts
 
 logger = logging.getLogger("django_wurk.fetch")
 
@@ -154,11 +155,13 @@ class ReliableFetch:
         self._lines = threading.local()
         self.paused = PausedQueues(redis)
 
-    def _line(self) -> Line:
-        line: Line | None = getattr(self._lines, "line", None)
-        if line is None:
-            line = self._lines.line = Line(self.redis)
-        return line
+    def _line(self) -> tuple[Line, Scripts]:
+        """This thread's own connection, and the scripts over it (the per-job round trip)."""
+        held: tuple[Line, Scripts] | None = getattr(self._lines, "held", None)
+        if held is None:
+            line = Line(self.redis)
+            held = self._lines.held = (line, Scripts(line.call))
+        return held
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         order = self.paused.running(self.order())
@@ -170,9 +173,11 @@ class ReliableFetch:
         script_keys: list[str] = []
         for name in order:
             script_keys += self._keys[name]
-        ack: list[Any] = [self.private[previous.queue], previous.raw] if previous else ["", ""]
-        line = self._line()
-        found = line.evalsha("fetch", script_keys, ack)
+        line, scripts = self._line()
+        if previous is None:
+            found = scripts.fetch(script_keys, "", "")
+        else:
+            found = scripts.fetch(script_keys, self.private[previous.queue], previous.raw)
         if found:
             key, raw = found
             return UnitOfWork(queue=key.decode()[6:], raw=raw)  # strip "queue:"
@@ -187,10 +192,10 @@ class ReliableFetch:
         self.redis.lrem(self.private[unit.queue], 1, unit.raw)
 
     def release(self) -> None:
-        line: Line | None = getattr(self._lines, "line", None)
-        if line is not None:
-            self._lines.line = None
-            line.close()
+        held: tuple[Line, Scripts] | None = getattr(self._lines, "held", None)
+        if held is not None:
+            self._lines.held = None
+            held[0].close()
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         """Put back the given unfinished jobs, then anything else left in our private lists.
@@ -208,11 +213,7 @@ class ReliableFetch:
             logger.warning("pushed %d unfinished job(s) back from this process's private lists", moved)
 
     def _move_back(self, private: str, queue_name: str, raw: bytes) -> int:
-        return int(
-            self.scripts.requeue(
-                keys=[private, keys.queue(queue_name), keys.QUEUES], args=[raw, raw, "", queue_name, "", ""]
-            )
-        )
+        return int(self.scripts.requeue(private, raw, raw, queue_name))
 
 
 def fetch_for(config: Config, redis: Redis, scripts: Scripts, identity: str) -> BasicFetch | ReliableFetch:
