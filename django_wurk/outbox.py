@@ -27,6 +27,7 @@ from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
 from django_wurk.core.client import push_once
 from django_wurk.core.engine import Wurk
+from django_wurk.core.lease import Lease
 from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
 
@@ -111,10 +112,9 @@ def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
 
 def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
     """Push every row left in the outbox, if no other relay holds the lease; returns pushes."""
-    redis = wurk.redis
-    token = wire.new_jid()
-    lock = f"{keys.OUTBOX_RELAY_LOCK}:{scope(alias)}"
-    if not redis.set(lock, token, nx=True, px=int(lease_seconds * 1000)):
+    # A fresh token per pass: a pass never mistakes an earlier pass's lease for its own.
+    lease = Lease(wurk.scripts, f"{keys.OUTBOX_RELAY_LOCK}:{scope(alias)}", wire.new_jid(), lease_seconds)
+    if not lease.acquire():
         return 0
     pushed = 0
     try:
@@ -126,13 +126,8 @@ def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
             if len(rows) < BATCH:
                 return pushed
     finally:
-        # Release only our own lease (compare-and-delete), never one that expired and moved on.
-        wurk.redis.eval(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            1,
-            lock,
-            token,
-        )
+        # Only our own lease (compare-and-delete), never one that expired and was taken since.
+        lease.release()
 
 
 class Relay:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Job, Wurk
+from django_wurk import Config, Job, Wurk
 from django_wurk.core import wire
+from django_wurk.core.config import QueueSpec
 from django_wurk.core.worker import Launcher
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.reaper import Reaper
@@ -675,3 +677,103 @@ def test_a_counter_holding_junk_does_not_stop_the_heartbeat(
         "stat:processed",
         f"stat:processed:{day}",
     ]
+
+
+# A queue key that is not a list ------------------------------------------------------
+
+
+def spoil(r: Any, kind: str, key: str = "queue:bad") -> None:
+    """Give a queue's key another type, as a stray SET or HSET by someone else's code would."""
+    if kind == "string":
+        r.set(key, "someone else's string")
+    else:
+        r.hset(key, "field", "value")
+
+
+def unspoiled(r: Any, kind: str, key: str = "queue:bad") -> bool:
+    """The user's key is exactly as they left it: never deleted, emptied or converted."""
+    if kind == "string":
+        return bool(r.get(key) == b"someone else's string")
+    return bool(r.hgetall(key) == {b"field": b"value"})
+
+
+def wrong_type_errors(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        rec.getMessage()
+        for rec in caplog.records
+        if rec.levelno == logging.ERROR and rec.name == "django_wurk.fetch"
+    ]
+
+
+@pytest.mark.parametrize("kind", ["string", "hash"])
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_a_queue_whose_key_is_not_a_list_does_not_wedge_the_worker(
+    wurk: Wurk, r: Any, test_config: Config, caplog: pytest.LogCaptureFixture, fetch: str, kind: str
+) -> None:
+    """The bad queue first in strict order: every fetch meets it, and the good queue still runs.
+
+    Before, fetch.lua (or BRPOP) failed on every fetch with WRONGTYPE and the worker backed
+    off as if Redis were down, so no job of any queue ran again.
+    """
+    wurk.configure(test_config.replace(fetch=fetch, queues=(QueueSpec("bad"), QueueSpec("good"))))
+    spoil(r, kind)
+    goods = [f"good-{i}" for i in range(20)]
+    with caplog.at_level(logging.INFO, logger="django_wurk"):
+        for name in goods[:10]:
+            jobs.echo.set(queue="good").perform_async(name)
+        worker = Launcher(wurk)
+        worker.start()
+        try:
+            threads = [p.thread for p in worker.manager.processors]
+            wait_for(lambda: len(r.lrange("seen:echo", 0, -1)) == 10)
+            # The queues are empty now, so the threads wait on a queue (BLMOVE/BRPOP): the
+            # bad queue must not be the one they wait on, or those waits fail too.
+            for name in goods[10:]:
+                jobs.echo.set(queue="good").perform_async(name)
+            wait_for(lambda: len(r.lrange("seen:echo", 0, -1)) == 20)
+            wait_for(lambda: private_lists(r) == [])
+            assert processors_alive(worker, threads)
+        finally:
+            worker.stop()
+    assert sorted(json.loads(x)[0] for x in r.lrange("seen:echo", 0, -1)) == sorted(goods)
+    [error] = wrong_type_errors(caplog)  # once per queue per interval, not once per fetch
+    assert "'bad'" in error and "queue:bad" in error and f"holds a {kind}" in error
+    assert "unreachable" not in caplog.text  # not mistaken for an outage
+    assert unspoiled(r, kind) and r.zcard("dead") == 0
+
+
+@pytest.mark.parametrize("fetch", ["reliable", "basic"])
+def test_a_queue_key_of_the_wrong_type_is_reported_once_per_interval_and_served_once_fixed(
+    wurk: Wurk, r: Any, test_config: Config, caplog: pytest.LogCaptureFixture, fetch: str
+) -> None:
+    from django_wurk.core.worker.fetch import fetch_for
+
+    config = test_config.replace(fetch=fetch, queues=(QueueSpec("bad"), QueueSpec("good")))
+    fetcher = fetch_for(config, wurk.redis, wurk.scripts, "testhost:1:wrongtype")
+    r.set("queue:bad", "x")
+    for i in range(5):
+        jobs.echo.set(queue="good").perform_async(i)
+    with caplog.at_level(logging.INFO, logger="django_wurk"):
+        unit = None
+        got = []
+        for _ in range(5):
+            unit = fetcher.fetch(unit)
+            assert unit is not None and unit.queue == "good"
+            got.append(json.loads(unit.raw)["args"])
+        assert fetcher.fetch(unit) is None and fetcher.fetch(None, slot=0) is None  # waits on "good"
+        assert got == [[i] for i in range(5)]
+        assert len(wrong_type_errors(caplog)) == 1
+        # Past the interval it is said again (the key is still wrong)...
+        fetcher.wrong_type.forget()
+        assert fetcher.fetch() is None
+        assert len(wrong_type_errors(caplog)) == 2
+        # ...and once the owner fixes the key, the queue is served again after the recheck.
+        r.delete("queue:bad")
+        jobs.echo.set(queue="bad").perform_async("fixed")
+        fetcher.wrong_type.forget()
+        unit = fetcher.fetch()
+        assert unit is not None and unit.queue == "bad"
+        fetcher.acknowledge(unit)
+    assert len(wrong_type_errors(caplog)) == 2
+    assert r.llen("queue:sq|testhost:1:wrongtype|good") == 0
+    fetcher.release()

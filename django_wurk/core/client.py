@@ -21,8 +21,9 @@ from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
 from django_wurk.core.config import Config, redact_url
-from django_wurk.core.connection import Scripts, ThreadLines
+from django_wurk.core.connection import ThreadLines
 from django_wurk.core.middleware import Chain
+from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk.client")
@@ -139,18 +140,8 @@ def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> 
     else:
         payload.pop("enqueued_at", None)
     queue = str(payload.get("queue") or "default")
-    return bool(
-        wurk.scripts.push_once(
-            keys=[marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE],
-            args=[
-                keys.OUTBOX_MARKER_TTL,
-                queue,
-                wire.dumps(payload),
-                "" if at is None else repr(at),
-                str(payload.get("jid") or ""),
-            ],
-        )
-    )
+    jid = str(payload.get("jid") or "")
+    return wurk.scripts.push_once(marker, keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), at, jid)
 
 
 class BufferedPusher:
@@ -300,10 +291,8 @@ class Client:
         """
         queue = promoted_queue(prepared or payload)
         body = wire.dumps(prepared) if prepared is not None else ""
-        moved = self.wurk.scripts.promote(
-            keys=[key, keys.QUEUES, keys.queue(queue)], args=[member, queue, body]
-        )
-        return bool(moved) and prepared is not None
+        moved = self.wurk.scripts.promote(key, member, queue, body)
+        return moved and prepared is not None
 
     def push_bulk(
         self,

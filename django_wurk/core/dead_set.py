@@ -15,7 +15,7 @@ import base64
 import time
 from typing import TYPE_CHECKING, Any
 
-from django_wurk.core import keys, wire
+from django_wurk.core import wire
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -33,11 +33,7 @@ def bury(wurk: Wurk, payload: str | bytes, source: str | None = None, member: by
     """
     config = wurk.config
     now = time.time()
-    script_keys = [keys.DEAD] if source is None else [keys.DEAD, source]
-    args: list[Any] = [repr(now), payload, repr(now - config.dead_timeout), config.dead_max_jobs]
-    if source is not None:
-        args.append(member)
-    return bool(wurk.scripts.bury(keys=script_keys, args=args))
+    return wurk.scripts.bury(payload, now, now - config.dead_timeout, config.dead_max_jobs, source, member)
 
 
 def invalid_payload_envelope(

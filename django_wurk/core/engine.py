@@ -21,9 +21,10 @@ from typing import Any
 from django_wurk.core import activejob, coroutines, wire
 from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher
 from django_wurk.core.config import Config
-from django_wurk.core.connection import Redis, Scripts, ThreadLines, connect
+from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
+from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk")
@@ -137,7 +138,7 @@ class Wurk:
             with self._lock:
                 if self._redis is None:
                     self._redis = connect(self.config)
-                    self._scripts = Scripts(self._redis)
+                    self._scripts = Scripts(self._redis.execute_command)
                     self._lines = ThreadLines(self._redis)
                 client = self._redis
         return client
@@ -151,6 +152,7 @@ class Wurk:
 
     @property
     def scripts(self) -> Scripts:
+        """The Lua scripts over the pool (see ``django_wurk.core.scripts``)."""
         self.redis  # noqa: B018 - connects on first use
         assert self._scripts is not None
         return self._scripts

@@ -28,6 +28,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
 from django_wurk.core.dead_set import invalid_payload_envelope
+from django_wurk.core.lease import Lease
 from django_wurk.core.worker.loop import Loop
 from django_wurk.core.worker.outage import Outage
 
@@ -35,8 +36,6 @@ if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.reaper")
-
-RELEASE_LEASE = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0"
 
 
 def raw(name: str) -> bytes:
@@ -67,8 +66,10 @@ class Reaper(Loop):
         redis = self.wurk.redis
         # Short: a process killed while reaping must not block recovery for long. A pass that
         # outlives its lease is still safe, since every move is one atomic LREM-guarded step.
-        lease = max(self.config.reaper_interval * 2, 1.0)
-        if not redis.set(keys.REAPER_LOCK, self.identity, nx=True, px=int(lease * 1000)):
+        lease = Lease(
+            self.wurk.scripts, keys.REAPER_LOCK, self.identity, max(self.config.reaper_interval * 2, 1.0)
+        )
+        if not lease.acquire():
             return 0
         moved = 0
         try:
@@ -93,7 +94,7 @@ class Reaper(Loop):
                     logger.exception("could not recover the jobs in %r", key)
                     self.wurk.report_error(exc, {"context": "reaper", "private_list": shown(key)})
         finally:
-            redis.eval(RELEASE_LEASE, 1, keys.REAPER_LOCK, self.identity)
+            lease.release()
         return moved
 
     def alive(self, identity: str) -> bool:
@@ -109,7 +110,6 @@ class Reaper(Loop):
 
     def _recover(self, private: bytes, identity: str, queue_name: str) -> int:
         moved = buried = 0
-        target = raw(keys.queue(queue_name))
         # Text written into payloads and logs: a name that is not UTF-8 is shown, not encoded.
         identity, queue_shown = shown(identity), shown(queue_name)
         # Newest first: each RPUSH lands further right, so the oldest job ends up fetched first.
@@ -117,9 +117,7 @@ class Reaper(Loop):
             new, dead = self._next_life(member, queue_shown, identity)
             if not dead:
                 try:
-                    args = [member, new, "", raw(queue_name), "", ""]
-                    scripts = self.wurk.scripts
-                    moved += int(scripts.requeue(keys=[private, target, keys.QUEUES], args=args))
+                    moved += int(self.wurk.scripts.requeue(private, member, new, raw(queue_name)))
                     continue
                 except ResponseError as exc:  # the queue's key is not a list: nothing was moved
                     if "WRONGTYPE" not in str(exc):
@@ -142,15 +140,12 @@ class Reaper(Loop):
 
     def _bury(self, private: bytes, member: bytes, payload: str, queue_name: bytes) -> int:
         now = time.time()
-        args = [
-            member,
-            payload,
-            repr(now),
-            queue_name,
-            repr(now - self.config.dead_timeout),
-            self.config.dead_max_jobs,
-        ]
-        return int(self.wurk.scripts.requeue(keys=[private, keys.DEAD, keys.QUEUES], args=args))
+        config = self.config
+        return int(
+            self.wurk.scripts.bury_fetched(
+                private, member, payload, queue_name, now, now - config.dead_timeout, config.dead_max_jobs
+            )
+        )
 
     def _next_life(self, raw: bytes, queue_name: str, identity: str) -> tuple[str, bool]:
         """The payload to write back, and whether it goes to the dead set instead of its queue.
