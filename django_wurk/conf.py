@@ -1,4 +1,11 @@
-"""Build the engine's ``Config`` from Django settings, the environment and CLI flags.
+"""Read the ``WURK`` settings: the engine's ``Config`` and the Django app's own ``Settings``.
+
+One dict configures both layers, so users never need to know where the line runs. The keys
+the engine reads (Redis, workers, retries) build ``django_wurk.core.config.Config``, which
+knows nothing of Django; the keys only this app reads (``ENQUEUE``, ``DATABASE``, the
+outbox relay, the retries of a push after its commit, the dashboard) build ``Settings``
+here, read through ``app_settings()``. Every key belongs to exactly one of them; any other
+key is an error that suggests the closest key of either.
 
 Precedence, highest first: command-line flags, environment, ``settings.WURK``, defaults.
 Every ``WURK`` key ``K`` is also read from ``WURK_K`` in the environment, through
@@ -11,20 +18,110 @@ from a mounted file (a trailing newline is dropped). When neither ``WURK_REDIS_U
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import os
-from collections.abc import Mapping
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
+from django.conf import settings as django_settings
 from environ.fileaware_mapping import FileAwareMapping
 
-from django_wurk.core.config import Config, ConfigError, setting_names
+from django_wurk.core import config as engine_config
+from django_wurk.core.config import (
+    Config,
+    ConfigError,
+    did_you_mean,
+    parse_bool,
+    parse_number,
+    parse_text,
+)
 
 ENV_PREFIX = "WURK_"
+ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
+#: The shortest dashboard stats token accepted: long enough that guessing it is hopeless.
+MIN_TOKEN_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The ``WURK`` settings only the Django app reads; each field is its key in lower case."""
+
+    #: When a push made inside a database transaction reaches Redis: ``on_commit`` (after
+    #: the commit, never on rollback), ``immediate``, or ``outbox`` (a row written in the
+    #: transaction, relayed to Redis after commit, or later by a worker if that failed).
+    enqueue: str = "on_commit"
+    #: The database alias whose transactions enqueueing follows when several are open.
+    database: str = "default"
+    #: How often a worker's outbox relay looks for rows left behind (seconds).
+    outbox_relay_interval: float = 5.0
+    #: Attempts to push after a commit before giving up and sending ``push_failed``.
+    push_retries: int = 8
+    #: The admin dashboard shows everything but changes nothing: its actions are hidden and refused.
+    dashboard_read_only: bool = False
+    #: A bearer token that lets monitoring read the dashboard's JSON stats without a login ("" = off).
+    dashboard_stats_token: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
+        """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
+        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, raw in values.items():
+            f = known.get(key)
+            if f is None:
+                raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
+            kwargs[f.name] = _PARSERS[str(f.type)](key, raw)
+        return cls(**kwargs)
+
+
+#: How a value from settings or the environment becomes a field's type (its annotation).
+_PARSERS: dict[str, Callable[[str, Any], Any]] = {
+    "str": parse_text,
+    "bool": parse_bool,
+    "int": functools.partial(parse_number, kind=int),
+    "float": functools.partial(parse_number, kind=float),
+}
+
+
+def _validate(s: Settings) -> None:
+    if s.enqueue not in ENQUEUE_MODES:
+        raise ConfigError("ENQUEUE", f"must be one of {', '.join(ENQUEUE_MODES)}, got {s.enqueue!r}")
+    if not s.outbox_relay_interval > 0:  # written so that NaN fails too
+        raise ConfigError("OUTBOX_RELAY_INTERVAL", f"must be greater than 0, got {s.outbox_relay_interval!r}")
+    if not s.push_retries >= 0:
+        raise ConfigError("PUSH_RETRIES", f"must be 0 or more, got {s.push_retries!r}")
+    if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
+        raise ConfigError(
+            "DASHBOARD_STATS_TOKEN",
+            f"must be empty (off) or at least {MIN_TOKEN_LENGTH} characters long, "
+            f"got {len(s.dashboard_stats_token)} characters",
+        )
+
+
+def app_setting_names() -> list[str]:
+    """The ``WURK`` keys only the Django app reads, in declaration order."""
+    return [f.name.upper() for f in dataclasses.fields(Settings)]
+
+
+def setting_names() -> list[str]:
+    """Every ``WURK`` key, the engine's then the app's (the docs are checked against this)."""
+    return engine_config.setting_names() + app_setting_names()
+
+
+# Reading the sources --------------------------------------------------------------------
 
 
 def settings_values() -> dict[str, Any]:
-    values = getattr(settings, "WURK", {})
+    values = getattr(django_settings, "WURK", {})
     if not isinstance(values, Mapping):
         raise ConfigError("WURK", f"settings.WURK must be a dict, got {type(values).__name__}")
     return dict(values)
@@ -58,13 +155,64 @@ def _read(env: FileAwareMapping, key: str) -> str | None:
     return text.removesuffix("\n").removesuffix("\r") if key + "_FILE" in env.env else text
 
 
-def build_config(
+def merged_values(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
-) -> Config:
-    """The effective configuration; raises ``ConfigError`` naming the offending key."""
+) -> dict[str, Any]:
+    """Every key set anywhere, the highest source winning; a key of neither layer is an error."""
     merged: dict[str, Any] = {}
     merged.update(fallback_redis_url(environ))
     merged.update(settings_values())
     merged.update(environment_values(environ))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
-    return Config.from_mapping(merged)
+    names = setting_names()
+    for key in merged:
+        if key not in names:
+            raise ConfigError(key, f"unknown setting{did_you_mean(key, names)}")
+    return merged
+
+
+# Building -------------------------------------------------------------------------------
+
+
+def build_config(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """The engine's effective configuration; raises ``ConfigError`` naming the offending key."""
+    app_keys = set(app_setting_names())
+    merged = merged_values(overrides, environ)
+    return Config.from_mapping({k: v for k, v in merged.items() if k not in app_keys})
+
+
+def build_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The app's effective settings; raises ``ConfigError`` naming the offending key."""
+    app_keys = set(app_setting_names())
+    merged = merged_values(None, environ)
+    return Settings.from_mapping({k: v for k, v in merged.items() if k in app_keys})
+
+
+_current: Settings | None = None
+_lock = threading.Lock()
+
+
+def app_settings() -> Settings:
+    """The app's settings, built on first use (so a broken one is reported by ``check``, not
+    at import), then kept: the one place the transaction, outbox and dashboard code read them."""
+    global _current
+    current = _current
+    if current is None:
+        with _lock:
+            if _current is None:
+                _current = build_settings()
+            current = _current
+    return current
+
+
+def use_app_settings(value: Settings | None) -> Settings | None:
+    """Use ``value`` from now on (``None``: build from ``WURK`` again on next use).
+
+    Returns the one it replaces, for tests to put it back.
+    """
+    global _current
+    with _lock:
+        previous, _current = _current, value
+    return previous

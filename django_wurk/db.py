@@ -30,14 +30,20 @@ def _opened(sender: Any, connection: Any, **kwargs: Any) -> None:
 connection_created.connect(_opened, dispatch_uid="django_wurk.db.opened")
 
 
+def thread_has_connections() -> bool:
+    """Whether this thread ever opened a database connection: if not, it has none to check
+    and no transaction open, and the per-database walks can be skipped."""
+    return bool(getattr(_thread, "has_connections", False))
+
+
 class CloseOldConnections:
     """Server middleware ``runwurk`` puts first in the chain."""
 
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        if getattr(_thread, "has_connections", False):
+        if thread_has_connections():
             close_old_connections()
         try:
             call_next()
         finally:
-            if getattr(_thread, "has_connections", False):
+            if thread_has_connections():
                 close_old_connections()

@@ -3,7 +3,17 @@ dashboard's permission anchor."""
 
 from __future__ import annotations
 
+import secrets
+
 from django.db import models
+
+#: ``OutboxEntry`` is the outbox's own storage: read and written by ``django_wurk.outbox`` only.
+__all__ = ["Dashboard"]
+
+
+def new_token() -> str:
+    """128 random bits: an identity no flush, restore or second project can hand out again."""
+    return secrets.token_hex(16)
 
 
 class OutboxEntry(models.Model):
@@ -13,9 +23,16 @@ class OutboxEntry(models.Model):
     that outlives that moment (the process died, Redis was down) is pushed by the relay
     in a worker. ``payload`` is the job's JSON as the client built it (jid included), so
     the jid returned at enqueue time is the jid that runs.
+
+    ``token`` is what the exactly-once marker in Redis is keyed by. Not the id: ids start
+    again after ``manage.py flush``, ``TRUNCATE ... RESTART IDENTITY`` or a restore, and
+    another project on the same Redis has the same ones, so a marker left by an earlier row
+    would swallow a new row's job. Rows written before the token existed got their id as
+    token (migration 0003), which keeps the marker they may already have.
     """
 
     id = models.BigAutoField(primary_key=True)
+    token = models.CharField(max_length=32, default=new_token, editable=False)
     payload = models.TextField()
     #: Epoch seconds for a scheduled job; null to push onto its queue.
     at = models.FloatField(null=True, blank=True)

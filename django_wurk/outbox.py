@@ -7,8 +7,11 @@ pushes them later, oldest first.
 
 Each row is pushed exactly once: the push is a Lua script that first sets a marker key for
 that row (``SET NX``), so a relay that crashed between pushing and deleting, or two relays
-that picked the same row, push it only once and just delete the row. One relay works at a
-time across the cluster (a Redis lease), which keeps the order of rows.
+that picked the same row, push it only once and just delete the row (with a WARNING, so a
+row that is not pushed never goes unseen). The marker is keyed by the row's random token,
+not its id: ids are handed out again after a flush or a restore, and a marker left by an
+earlier row with the same id would swallow the new row's job. One relay works at a time
+across the cluster (a Redis lease), which keeps the order of rows.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from django.conf import settings
 from django.db import DatabaseError, connections, transaction
 from redis.exceptions import RedisError
 
+from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
-from django_wurk.core.client import Pusher, push_once
+from django_wurk.core.client import push_once
 from django_wurk.core.engine import Wurk
+from django_wurk.core.lease import Lease
 from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
 
@@ -37,7 +42,11 @@ def scope(alias: str) -> str:
     return f"{alias}:{name}"
 
 
-def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inner: Pusher) -> None:
+def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> None:
+    """Write a row per payload in ``alias``; push them after the commit (at once outside one).
+
+    The rows carry the jobs from here on, not the pusher: what cannot be pushed stays for the relay.
+    """
     rows = OutboxEntry.objects.using(alias).bulk_create(
         [OutboxEntry(payload=wire.dumps(p), at=at) for p in payloads]
     )
@@ -55,10 +64,16 @@ def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str, inn
 def deliver(wurk: Wurk, alias: str, ids: list[int]) -> int:
     """Push these rows and delete them; rows that cannot be pushed now stay for the relay."""
     rows = list(OutboxEntry.objects.using(alias).filter(pk__in=ids).order_by("pk"))
-    return _push_rows(wurk, alias, rows)
+    return push_rows(wurk, alias, rows)
 
 
-def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+    """Push each row at most once and delete it; returns how many this call pushed.
+
+    Callers may race on the same rows (a relay whose lease ran out, a commit's own
+    delivery): the row's marker, not the caller, keeps each job to one push. A row whose
+    payload cannot be read is kept for inspection; when Redis fails, the rest stay for the relay.
+    """
     pushed = 0
     done: list[int] = []
     prefix = scope(alias)
@@ -69,8 +84,18 @@ def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
             except wire.PayloadError:
                 logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
                 continue
-            if push_once(wurk, keys.outbox_marker(prefix, row.pk), payload, row.at):
+            marker = keys.outbox_marker(prefix, row.token)
+            if push_once(wurk, marker, payload, row.at):
                 pushed += 1
+            else:
+                logger.warning(
+                    "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"
+                    " a second push",
+                    row.token,
+                    row.pk,
+                    payload.get("jid"),
+                    marker,
+                )
             done.append(row.pk)
     except RedisError as exc:
         logger.warning(
@@ -87,10 +112,9 @@ def _push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
 
 def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
     """Push every row left in the outbox, if no other relay holds the lease; returns pushes."""
-    redis = wurk.redis
-    token = wire.new_jid()
-    lock = f"{keys.OUTBOX_RELAY_LOCK}:{scope(alias)}"
-    if not redis.set(lock, token, nx=True, px=int(lease_seconds * 1000)):
+    # A fresh token per pass: a pass never mistakes an earlier pass's lease for its own.
+    lease = Lease(wurk.scripts, f"{keys.OUTBOX_RELAY_LOCK}:{scope(alias)}", wire.new_jid(), lease_seconds)
+    if not lease.acquire():
         return 0
     pushed = 0
     try:
@@ -98,17 +122,12 @@ def relay_once(wurk: Wurk, alias: str, lease_seconds: float = 60.0) -> int:
             rows = list(OutboxEntry.objects.using(alias).order_by("pk")[:BATCH])
             if not rows:
                 return pushed
-            pushed += _push_rows(wurk, alias, rows)
+            pushed += push_rows(wurk, alias, rows)
             if len(rows) < BATCH:
                 return pushed
     finally:
-        # Release only our own lease (compare-and-delete), never one that expired and moved on.
-        wurk.redis.eval(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            1,
-            lock,
-            token,
-        )
+        # Only our own lease (compare-and-delete), never one that expired and was taken since.
+        lease.release()
 
 
 class Relay:
@@ -135,7 +154,7 @@ class Relay:
     def run(self) -> None:
         from django.db import close_old_connections
 
-        while not self.stopping.wait(self.wurk.config.outbox_relay_interval):
+        while not self.stopping.wait(app_settings().outbox_relay_interval):
             try:
                 self.relay_all()
             except RedisError as exc:

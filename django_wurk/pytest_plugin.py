@@ -12,6 +12,8 @@ import pytest
 
 from django_wurk import testing
 
+__all__ = ["wurk_fake", "wurk_inline"]
+
 
 @pytest.fixture
 def wurk_fake() -> Iterator[testing.FakeQueues]:

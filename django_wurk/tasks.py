@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from asgiref.sync import iscoroutinefunction
 from django.core import checks
 from django.db import transaction
 
@@ -49,18 +50,36 @@ else:
         from django.tasks.exceptions import TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
     except ImportError:  # Django 5.2 with the django-tasks backport
+        try:
+            import django_tasks  # noqa: F401
+        except ModuleNotFoundError as exc:
+            if exc.name != "django_tasks":
+                raise  # the backport is there but something it needs is not: say that
+            # Every manage.py command imports this module when WurkBackend is configured:
+            # tell the user what to install rather than which import failed.
+            from django.core.exceptions import ImproperlyConfigured
+
+            raise ImproperlyConfigured(
+                "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
+                ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
+                ' and add "django_tasks" to INSTALLED_APPS.'
+            ) from None
         from django_tasks import TaskContext, TaskResult, TaskResultStatus
         from django_tasks.backends.base import BaseTaskBackend
         from django_tasks.base import Task, TaskError
         from django_tasks.exceptions import TaskResultDoesNotExist
         from django_tasks.signals import task_enqueued, task_finished, task_started
 
-from django_wurk.core import keys, wire
+from django_wurk.conf import app_settings
+from django_wurk.core import coroutines, keys, wire
 from django_wurk.core.engine import wurk
 from django_wurk.core.job import Job, Setter
 from django_wurk.core.registry import registry
 from django_wurk.core.wire import Payload
 from django_wurk.transaction import active_alias
+
+#: Named in ``TASKS`` settings; the rest of this module serves it and may change.
+__all__ = ["WurkBackend"]
 
 SIDEKIQ_OPTIONS = ("retry", "retry_for", "retry_queue", "dead", "backtrace", "tags")
 DEFAULT_RESULT_TTL = 24 * 3600
@@ -167,11 +186,15 @@ class TaskJob(Job, abstract=True):
                      started_at=_iso(started), last_attempted_at=_iso(started))  # fmt: skip
         result = build_result(task, self.jid, store.read(self.jid))
         task_started.send(sender=type(backend), task_result=result)
+        call_args = (TaskContext(task_result=result), *args) if task.takes_context else args
         try:
-            if task.takes_context:
-                value = task.call(TaskContext(task_result=result), *args, **kwargs)
+            if iscoroutinefunction(task.func):
+                # On this worker thread's own loop, as any async job runs, not on a fresh loop
+                # in a helper thread per run (what Task.call does): a client bound to a loop
+                # then serves every run of this thread.
+                value = coroutines.run(task.acall(*call_args, **kwargs))
             else:
-                value = task.call(*args, **kwargs)
+                value = task.call(*call_args, **kwargs)
             value = json.loads(wire.dumps(value))  # results must survive JSON, like the arguments
         except Exception as exc:
             error = {"exception_class_path": f"{type(exc).__module__}.{type(exc).__qualname__}",
@@ -259,11 +282,8 @@ class WurkBackend(BaseTaskBackend):
             "args": list(args),
             "kwargs": dict(kwargs),
         }
-        alias = (
-            active_alias(wurk.config.database)
-            if self.on_commit and wurk.config.enqueue != "immediate"
-            else None
-        )
+        app = app_settings()
+        alias = active_alias(app.database) if self.on_commit and app.enqueue != "immediate" else None
         if alias is not None:
             # The record follows the push: written at commit (just before it), never on rollback.
             transaction.on_commit(functools.partial(self.store.write, jid, **record), using=alias)

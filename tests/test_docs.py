@@ -1,9 +1,11 @@
 """The settings table in docs/configuration.md must match the code.
 
 The table whose header starts with ``| Setting |`` lists every ``WURK`` key once, as
-`` `KEY` `` in its first column. Where the Default column starts with a Python literal in
-backticks, that value, read as a ``WURK`` setting would be, must equal ``Config()``'s default.
-Defaults given in words (the host name) are not checked.
+`` `KEY` `` in its first column: the engine's keys (``Config``) and the Django app's
+(``django_wurk.conf.Settings``) alike, since users write them in one dict. Where the Default
+column starts with a Python literal in backticks, that value, read as a ``WURK`` setting
+would be, must equal the default of the object that owns the key. Defaults given in words
+(the host name) are not checked.
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from django_wurk.core.config import Config, setting_names
+from django_wurk.conf import Settings, app_setting_names, setting_names
+from django_wurk.core.config import Config
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 KEY_CELL = re.compile(r"^`([A-Z][A-Z0-9_]*)`$")
@@ -94,8 +97,17 @@ def test_only_machine_dependent_defaults_are_described_in_words() -> None:
 
 @pytest.mark.parametrize(("name", "value"), literal_rows())
 def test_documented_default_matches_config(name: str, value: object) -> None:
+    owner: type[Config] | type[Settings] = Settings if name in app_setting_names() else Config
     field = name.lower()
-    documented_value = getattr(Config.from_mapping({name: value}), field)
-    assert documented_value == getattr(Config(), field), (
-        f"docs say {name} defaults to {value!r}, Config() has {getattr(Config(), field)!r}"
+    documented_value = getattr(owner.from_mapping({name: value}), field)
+    default = getattr(owner(), field)
+    assert documented_value == default, (
+        f"docs say {name} defaults to {value!r}, {owner.__name__}() has {default!r}"
     )
+
+
+def test_the_table_covers_the_django_apps_settings_too() -> None:
+    """The keys moved out of the engine's Config are still documented, with checked defaults."""
+    checked = {name for name, _ in literal_rows()}
+    assert set(app_setting_names()) <= checked
+    assert {"ENQUEUE", "DASHBOARD_STATS_TOKEN"} <= set(app_setting_names())

@@ -16,12 +16,16 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
+import urllib.parse
+import urllib.request
 from contextlib import closing
+from http.cookiejar import CookieJar
 from pathlib import Path
 from typing import Any
 
 from django_wurk import Wurk
-from tests.conftest import wait_for
+from tests.conftest import free_port, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 
@@ -175,3 +179,68 @@ def test_an_order_is_confirmed_on_commit_and_a_rolled_back_one_enqueues_nothing(
     assert all(r.llen(f"queue:{q}") == 0 for q in ("default", "reports"))
     assert r.zcard("schedule") == r.zcard("retry") == r.zcard("dead") == 0
     assert r.get("stat:processed") == b"3" and r.get("stat:failed") is None
+
+
+def test_make_run_prints_the_dashboard_link_and_the_demo_pages_lead_to_it(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Path
+) -> None:
+    """``run.py`` (what ``make run`` runs) as a new user meets it: the dashboard link and its
+    credentials in the terminal, a login with them, and the dashboard answering on the real server."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("WURK_", "DJANGO_"))}
+    env.update(
+        WURK_REDIS_URL=redis_url,
+        DATABASE_URL=f"sqlite:///{tmp_path / 'example.sqlite3'}",
+        PORT=str(free_port()),
+        SHIPPING_FAILURE_RATE="0",
+    )
+    proc = subprocess.Popen(
+        [sys.executable, str(EXAMPLE / "run.py")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    reader.start()
+
+    def started() -> bool:
+        assert proc.poll() is None, "".join(lines)
+        return any("press Ctrl-C to stop everything" in line for line in list(lines))
+
+    try:
+        wait_for(started, timeout=90)  # the banner is printed once the web server answers
+        found = [m for m in map(DASHBOARD_LINE.search, lines) if m]
+        assert found, "".join(lines)
+        url, user, password = found[0].groups()
+        base = url.split("/admin/", 1)[0]
+        assert url == f"{base}/admin/django_wurk/dashboard/"
+
+        browser = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+        login = f"{base}/admin/login/?next=/admin/django_wurk/dashboard/"
+        form = browser.open(login, timeout=30).read().decode()
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form)
+        assert token, form
+        fields = {"username": user, "password": password, "csrfmiddlewaretoken": token.group(1)}
+        data = urllib.parse.urlencode({**fields, "next": "/admin/django_wurk/dashboard/"}).encode()
+        with browser.open(
+            urllib.request.Request(login, data=data, headers={"Referer": login}), timeout=30
+        ) as page:
+            assert (page.status, page.url) == (200, url)  # the login went through, then to the dashboard
+            assert "Live throughput" in page.read().decode()
+
+        for demo_page in ("/", "/orders/"):
+            body = browser.open(base + demo_page, timeout=30).read().decode()
+            assert 'href="/admin/django_wurk/dashboard/"' in body, demo_page
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        reader.join(10)
+    assert proc.returncode == 0, "".join(lines)
+
+
+DASHBOARD_LINE = re.compile(r"dashboard:\s+(http://\S+)\s+\(log in as (\S+) / (\S+)\)")

@@ -1,16 +1,24 @@
-"""How a worker process reports a Redis outage: once when it starts, once when it ends.
+"""How a worker process reports a Redis outage, and how its writes ride one out.
 
 The threads here are real threads calling the shared ``Outage`` as the worker's loops do;
-no Redis is involved because the behaviour under test is the bookkeeping of failures.
+the reporting tests need no Redis because the behaviour under test is the bookkeeping of
+failures. ``ride_out`` is tried against real connections: one to a port nothing listens
+on, and the suite's server.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+import time
 from collections.abc import Callable
 
 import pytest
+import redis as redis_lib
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+from redis.retry import Retry
 
 from django_wurk.core.worker.outage import Outage
 
@@ -98,3 +106,79 @@ def test_a_thread_failing_twice_in_a_row_is_an_outage_and_backs_off(caplog: pyte
     assert len([m for m in logged(caplog) if "unreachable" in m]) == 1
     in_thread(outage.recovered)  # another thread's success ends the outage
     assert logged(caplog)[-1].endswith("reachable again after 3 failed attempts")
+
+
+# Outage.ride_out: the one loop that carries a write through an outage ---------------------
+
+
+def unreachable_redis() -> redis_lib.Redis:
+    """A real client for a port nothing listens on: every command fails to connect.
+
+    Without the client's own retries, so each attempt is one refused connection and the
+    timing under test is ``ride_out``'s.
+    """
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return redis_lib.Redis(port=port, socket_connect_timeout=0.5, retry=Retry(NoBackoff(), 0))
+
+
+def test_ride_out_tries_again_until_redis_answers_and_reports_the_end(
+    r: redis_lib.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    outage = Outage("redis://127.0.0.1:6379/0")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
+    down = unreachable_redis()
+    attempts: list[str] = []
+
+    def write() -> str:
+        attempts.append("try")
+        client = down if len(attempts) <= 3 else r  # Redis comes back on the fourth attempt
+        client.set("ridden-out", "yes")
+        return "written"
+
+    def give_up(exc: RedisError) -> str:
+        raise AssertionError(f"gave up before the deadline: {exc}")
+
+    result = outage.ride_out(write, time.monotonic() + 60, give_up)
+    assert (result, len(attempts), r.get("ridden-out")) == ("written", 4, b"yes")
+    messages = logged(caplog)
+    assert len(messages) == 2 and "unreachable" in messages[0]
+    assert messages[1].endswith("reachable again after 3 failed attempts")
+
+
+def test_ride_out_gives_up_after_the_deadline_with_the_last_error() -> None:
+    outage = Outage("redis://127.0.0.1:6379/0")
+    down = unreachable_redis()
+    failed_at: list[float] = []
+    given_up: list[RedisError] = []
+
+    def write() -> None:
+        try:
+            down.ping()
+        finally:
+            failed_at.append(time.monotonic())
+
+    def give_up(exc: RedisError) -> None:
+        given_up.append(exc)
+
+    deadline = time.monotonic() + 0.5
+    assert outage.ride_out(write, deadline, give_up) is None
+    assert len(given_up) == 1 and isinstance(given_up[0], redis_lib.ConnectionError)
+    # Tried again with back-off until an attempt failed past the deadline, and not before.
+    assert len(failed_at) >= 2 and failed_at[-1] > deadline and failed_at[-2] <= deadline
+    assert failed_at == sorted(failed_at) and failed_at[1] - failed_at[0] >= 0.1  # backed off
+
+
+def test_ride_out_raises_anything_but_an_outage_at_once() -> None:
+    """An entry that cannot be written fails the same way every time: no retrying it."""
+    outage = Outage("redis://127.0.0.1:6379/0")
+    attempts: list[int] = []
+
+    def write() -> None:
+        attempts.append(1)
+        raise ValueError("Out of range float values are not JSON compliant")
+
+    with pytest.raises(ValueError, match="Out of range"):
+        outage.ride_out(write, time.monotonic() + 60, lambda exc: None)
+    assert attempts == [1]

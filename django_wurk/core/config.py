@@ -6,7 +6,10 @@ configurations can live side by side (a test and a worker, say) without surprise
 
 Every field corresponds to a key of the ``WURK`` settings dict: the key is the field name
 in upper case. ``ConfigError`` always names that key, so a bad value is reported in the
-words the user wrote it in.
+words the user wrote it in. Keys only the Django app reads (``ENQUEUE``, ``DATABASE``, the
+outbox relay, the push retries after a commit, the dashboard's) share that dict but are not
+here: the glue keeps them in its own ``django_wurk.conf.Settings``, so the engine carries no
+Django concern.
 """
 
 from __future__ import annotations
@@ -22,10 +25,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from django_wurk.core.wire import TimestampStyle
 
-QUEUE_NAME = re.compile(r"^[a-zA-Z0-9_:.\-]+$")
-ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
-#: The shortest dashboard stats token accepted: long enough that guessing it is hopeless.
-MIN_TOKEN_LENGTH = 16
+#: A whole queue name: ``\A``/``\Z``, because ``$`` also matches before a final newline, which let
+#: "mail\n" through (``QUEUE_NAME.match`` and ``fullmatch`` agree on this pattern).
+QUEUE_NAME = re.compile(r"\A[a-zA-Z0-9_:.\-]+\Z")
 FETCH_MODES = ("reliable", "basic")
 
 
@@ -47,7 +49,7 @@ class QueueSpec:
 
 @dataclass(frozen=True)
 class Config:
-    #: Kept out of ``repr()``: it may hold a password (``redacted_redis_url`` is safe to show).
+    #: Kept out of ``repr()``: it may hold a password (``redact_url()`` makes it safe to show).
     redis_url: str = field(default="redis://127.0.0.1:6379/0", repr=False)
     #: Connections per process; defaults to concurrency + 5 (fetchers, poller, heartbeat).
     redis_pool_size: int | None = None
@@ -89,20 +91,6 @@ class Config:
     reaper_interval: float = 15.0
     #: A job recovered from dead processes this many times is buried instead of requeued.
     max_recoveries: int = 3
-    #: When a push made inside a database transaction reaches Redis: ``on_commit`` (after
-    #: the commit, never on rollback), ``immediate``, or ``outbox`` (a row written in the
-    #: transaction, relayed to Redis after commit, or later by a worker if that failed).
-    enqueue: str = "on_commit"
-    #: The database alias whose transactions enqueueing follows when several are open.
-    database: str = "default"
-    #: How often a worker's outbox relay looks for rows left behind (seconds).
-    outbox_relay_interval: float = 5.0
-    #: Attempts to push after a commit before giving up and sending ``push_failed``.
-    push_retries: int = 8
-    #: The admin dashboard shows everything but changes nothing: its actions are hidden and refused.
-    dashboard_read_only: bool = False
-    #: A bearer token that lets monitoring read the dashboard's JSON stats without a login ("" = off).
-    dashboard_stats_token: str = field(default="", repr=False)
     #: Seconds a batch and all its keys live while it has not succeeded (``Batch(expires_in=)``).
     batch_expires_in: int = 30 * 24 * 3600
     #: Seconds a batch is kept after its success fired (``Batch(linger=)``), for its status page.
@@ -112,10 +100,6 @@ class Config:
 
     def __post_init__(self) -> None:
         _validate(self)
-
-    @property
-    def redacted_redis_url(self) -> str:
-        return redact_url(self.redis_url)
 
     @property
     def pool_size(self) -> int:
@@ -154,7 +138,7 @@ class Config:
 
 
 def setting_names() -> list[str]:
-    """Every ``WURK`` key, in declaration order (the docs are checked against this)."""
+    """Every ``WURK`` key the engine reads, in declaration order."""
     return [f.name.upper() for f in dataclasses.fields(Config)]
 
 
@@ -182,7 +166,7 @@ def parse_queue(setting: str, value: Any) -> QueueSpec:
             raise ConfigError(setting, f"queue weight in {value!r} is not an integer")
     else:
         raise ConfigError(setting, f"cannot read {value!r} as a queue; use 'name' or 'name,weight'")
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
         raise ConfigError(setting, f"queue name {name!r} must match [a-zA-Z0-9_:.-]+")
     if weight < 0:
         raise ConfigError(setting, f"queue weight in {value!r} must be >= 0")
@@ -233,12 +217,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
             raise ConfigError(
                 key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}"
             ) from None
-    if name in ("legacy_workers_key", "strict_args", "dashboard_read_only"):
-        if isinstance(raw, bool):
-            return raw
-        if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
-            return raw.strip().lower() in _TRUE
-        raise ConfigError(key, f"expected true or false, got {raw!r}")
+    if name in ("legacy_workers_key", "strict_args"):
+        return parse_bool(key, raw)
     if name in ("redis_pool_size", "poll_interval", "max_memory_mb") and (raw is None or raw == ""):
         return None
     if name == "processes" and isinstance(raw, str) and raw.strip().lower() == "auto":
@@ -250,7 +230,6 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "dead_timeout",
         "redis_pool_size",
         "backtrace_limit",
-        "push_retries",
         "max_recoveries",
         "processes",
         "client_buffer",
@@ -258,7 +237,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "batch_linger",
         "batch_index_max",
     ):
-        return _number(key, raw, int)
+        return parse_number(key, raw, int)
     if name in (
         "timeout",
         "heartbeat_interval",
@@ -266,18 +245,35 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "poll_interval",
         "fetch_timeout",
         "redis_socket_timeout",
-        "outbox_relay_interval",
         "process_dead_after",
         "reaper_interval",
         "max_memory_mb",
     ):
-        return _number(key, raw, float)
+        return parse_number(key, raw, float)
+    return parse_text(key, raw)
+
+
+# The parsers of single values, shared with the Django app's own settings (``django_wurk.conf``)
+# so that a value means the same whichever layer reads it.
+
+
+def parse_bool(key: str, raw: Any) -> bool:
+    """``True``/``False``, or the words the environment writes them with."""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in _TRUE | _FALSE:
+        return raw.strip().lower() in _TRUE
+    raise ConfigError(key, f"expected true or false, got {raw!r}")
+
+
+def parse_text(key: str, raw: Any) -> str:
     if not isinstance(raw, str):
         raise ConfigError(key, f"expected a string, got {raw!r}")
     return raw
 
 
-def _number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
+def parse_number(key: str, raw: Any, kind: type[int] | type[float]) -> int | float:
+    """An int or a float from a number or its text; ``True`` is not 1 here."""
     if isinstance(raw, bool):
         raise ConfigError(key, f"expected a number, got {raw!r}")
     if kind is int and isinstance(raw, float) and not raw.is_integer():
@@ -305,7 +301,6 @@ def _validate(c: Config) -> None:
         "REDIS_SOCKET_TIMEOUT": c.redis_socket_timeout,
         "DEAD_TIMEOUT": c.dead_timeout,
         "BACKTRACE_LIMIT": c.backtrace_limit,
-        "OUTBOX_RELAY_INTERVAL": c.outbox_relay_interval,
         "PROCESS_DEAD_AFTER": c.process_dead_after,
         "REAPER_INTERVAL": c.reaper_interval,
         "MAX_RECOVERIES": c.max_recoveries,
@@ -320,7 +315,6 @@ def _validate(c: Config) -> None:
         "TIMEOUT": c.timeout,
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
-        "PUSH_RETRIES": c.push_retries,
         "CLIENT_BUFFER": c.client_buffer,
     }
     for key, value in non_negative.items():
@@ -328,8 +322,6 @@ def _validate(c: Config) -> None:
             raise ConfigError(key, f"must be 0 or more, got {value!r}")
     if c.fetch not in FETCH_MODES:
         raise ConfigError("FETCH", f"must be one of {', '.join(FETCH_MODES)}, got {c.fetch!r}")
-    if c.enqueue not in ENQUEUE_MODES:
-        raise ConfigError("ENQUEUE", f"must be one of {', '.join(ENQUEUE_MODES)}, got {c.enqueue!r}")
     if c.heartbeat_interval >= 60:
         # The process hash lives 60 s; beating less often makes the process vanish from
         # every dashboard between beats.
@@ -340,11 +332,5 @@ def _validate(c: Config) -> None:
         raise ConfigError("POLL_INTERVAL", f"must be greater than 0, got {c.poll_interval!r}")
     if not c.queues:
         raise ConfigError("QUEUES", "at least one queue is needed")
-    if c.dashboard_stats_token and len(c.dashboard_stats_token) < MIN_TOKEN_LENGTH:
-        raise ConfigError(
-            "DASHBOARD_STATS_TOKEN",
-            f"must be empty (off) or at least {MIN_TOKEN_LENGTH} characters long, "
-            f"got {len(c.dashboard_stats_token)} characters",
-        )
     if not isinstance(c.timestamps, TimestampStyle):
         raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")

@@ -1,12 +1,9 @@
-"""Redis connections and the Lua scripts we run on them.
+"""Redis connections: the process's pool, and one connection per thread for hot paths.
 
 One blocking connection pool per process, sized for the worker threads plus the poller
 and heartbeat. redis-py pools notice a fork (they compare pids) and drop inherited
-sockets, so a forked child never shares a socket with its parent.
-
-Each Lua script lives in ``django_wurk/core/lua/<name>.lua`` and is registered once per
-client; redis-py's ``Script`` sends EVALSHA and falls back to loading the script on
-NOSCRIPT, which also covers a server restarted underneath us.
+sockets, so a forked child never shares a socket with its parent. The Lua scripts run
+over either (``django_wurk.core.scripts``).
 """
 
 from __future__ import annotations
@@ -14,8 +11,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from functools import cache
-from importlib import resources
 from typing import Any, TypeAlias
 
 import redis
@@ -47,11 +42,6 @@ def connect(config: Config) -> Redis:
         health_check_interval=30,
     )
     return redis.Redis(connection_pool=pool)
-
-
-@cache
-def script_source(name: str) -> str:
-    return resources.files("django_wurk").joinpath("core", "lua", f"{name}.lua").read_text(encoding="utf-8")
 
 
 #: Bumped in every forked child, so connections made before a fork are never reused after it
@@ -156,15 +146,6 @@ class Line:
             raise error
         return replies
 
-    def evalsha(self, name: str, keys: list[Any], args: list[Any]) -> Any:
-        """Run a registered script by hash, loading it once if the server does not know it."""
-        sha = script_sha(name)
-        try:
-            return self.call("EVALSHA", sha, len(keys), *keys, *args)
-        except redis.exceptions.NoScriptError:
-            self.call("SCRIPT", "LOAD", script_source(name))
-            return self.call("EVALSHA", sha, len(keys), *keys, *args)
-
 
 class ThreadLines:
     """One unpooled ``Line`` per thread, for clients (pushes from web threads)."""
@@ -178,25 +159,3 @@ class ThreadLines:
         if line is None:
             line = self._local.line = Line(self._client, pooled=False)
         return line
-
-
-@cache
-def script_sha(name: str) -> str:
-    import hashlib
-
-    return hashlib.sha1(script_source(name).encode("utf-8")).hexdigest()
-
-
-class Scripts:
-    """The Lua scripts, bound to one client."""
-
-    def __init__(self, client: Redis) -> None:
-        self._client = client
-        self._scripts: dict[str, Any] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        script = self._scripts.get(name)
-        if script is None:
-            script = self._client.register_script(script_source(name))
-            self._scripts[name] = script
-        return script

@@ -3,21 +3,28 @@
 ``wurk`` is the one instance every public API talks to. Its configuration is either given
 with ``configure()`` (tests, scripts) or produced on first use by a loader the Django app
 installs, so importing a ``jobs`` module never touches settings or the network.
+
+Code outside this module changes the engine's state only through its public verbs:
+``configure()``, ``set_config_loader()``, ``override()`` (a test's temporary engine) and
+``reset()`` (no connection may cross a fork), so the locking and the order of the steps
+live in one place.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from django_wurk.core import activejob, wire
+from django_wurk.core import activejob, coroutines, wire
 from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher, capture
 from django_wurk.core.config import Config
-from django_wurk.core.connection import Redis, Scripts, ThreadLines, connect
+from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
+from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk")
@@ -61,9 +68,14 @@ class Wurk:
         return config
 
     def configure(self, config: Config) -> None:
-        """Use ``config`` from now on; existing connections are closed."""
+        """Use ``config`` from now on; existing connections are closed.
+
+        A loader installed before is forgotten: the configuration was chosen, so ``reset()``
+        must not replace it with one built from settings.
+        """
         with self._lock:
             self._config = config
+            self._loader = None
             self._drop_connections()
 
     def set_config_loader(self, loader: Callable[[], Config]) -> None:
@@ -72,6 +84,45 @@ class Wurk:
             self._loader = loader
             self._config = None
             self._drop_connections()
+
+    def reset(self) -> None:
+        """Close every connection, and forget a configuration the loader built.
+
+        The next use connects again (and builds the configuration again, from the loader,
+        so changed settings are read). Call it around a fork, since a parent and its child
+        must never share a socket, or after changing what the loader reads. A configuration
+        given with ``configure()`` is kept: there is nothing to rebuild it from.
+        """
+        with self._lock:
+            if self._loader is not None:
+                self._config = None
+            self._drop_connections()
+
+    @contextmanager
+    def override(self, config: Config) -> Iterator[Wurk]:
+        """Use ``config`` inside the block, then put the engine back as it was: for tests.
+
+        The previous configuration (or loader) and its connections come back; connections
+        opened inside are closed. Middleware added and handlers appended inside the block are
+        removed too, so one test's additions never run in the next.
+        """
+        with self._lock:
+            saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
+            # Set aside, not closed: they are the ones in use again after the block.
+            self._redis = self._scripts = self._lines = None
+            self._config, self._loader = config, None
+        errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        try:
+            with ExitStack() as stack:
+                stack.enter_context(self.client_middleware.preserved())
+                stack.enter_context(self.server_middleware.preserved())
+                yield self
+        finally:
+            self.error_handlers[:] = errors
+            self.death_handlers[:] = deaths
+            with self._lock:
+                self._drop_connections()
+                self._config, self._loader, self._redis, self._scripts, self._lines = saved
 
     def _drop_connections(self) -> None:
         if self._redis is not None:
@@ -87,7 +138,7 @@ class Wurk:
             with self._lock:
                 if self._redis is None:
                     self._redis = connect(self.config)
-                    self._scripts = Scripts(self._redis)
+                    self._scripts = Scripts(self._redis.execute_command)
                     self._lines = ThreadLines(self._redis)
                 client = self._redis
         return client
@@ -101,45 +152,16 @@ class Wurk:
 
     @property
     def scripts(self) -> Scripts:
+        """The Lua scripts over the pool (see ``django_wurk.core.scripts``)."""
         self.redis  # noqa: B018 - connects on first use
         assert self._scripts is not None
         return self._scripts
 
     # Running jobs --------------------------------------------------------------------
 
-    def resolve(self, payload: Payload) -> type[Any]:
-        """The registered job for a payload; an ActiveJob wrapper resolves to the job it wraps."""
-        name = payload["class"]
-        if name in activejob.WRAPPERS:
-            name = activejob.job_name(payload) or name
-        job_class = self.registry.resolve(name)
-        if job_class is None:
-            raise UnknownJobError(
-                f"no job is registered as {name!r}; define it in an installed app's jobs module "
-                "(payloads never choose what code to import)"
-            )
-        return job_class
-
-    def instantiate(self, job_class: type[Any], payload: Payload) -> Any:
-        job = job_class()
-        job.jid = payload.get("jid", "")
-        job.payload = payload
-        return job
-
-    def perform(self, job: Any, payload: Payload) -> Any:
-        """Run ``perform`` inside the server middleware; returns what ``perform`` returned."""
-        result: list[Any] = [None]
-
-        if payload["class"] in activejob.WRAPPERS:
-            args, kwargs = activejob.arguments(payload)
-        else:
-            args, kwargs = payload["args"], {}
-
-        def run() -> None:
-            result[0] = job.perform(*args, **kwargs)
-
-        self.server_middleware.invoke(run, job, payload, payload.get("queue", "default"))
-        return result[0]
+    def execute(self, payload: Payload) -> Any:
+        """Run a decoded payload now, in this thread; returns what its job returned."""
+        return Execution(self, payload).run()
 
     def run_inline(self, payload: Payload) -> Any:
         """Run a job now in this thread, through the client and server chains.
@@ -151,8 +173,7 @@ class Wurk:
         if prepared is None:
             return None
         prepared["enqueued_at"] = wire.now_stamp(self.config.timestamps)
-        decoded = wire.loads(wire.dumps(prepared))
-        return self.perform(self.instantiate(self.resolve(decoded), decoded), decoded)
+        return self.execute(wire.loads(wire.dumps(prepared)))
 
     def report_error(self, exc: BaseException, context: dict[str, Any]) -> None:
         """Tell every error handler; a handler that raises is logged, never propagated."""
@@ -168,6 +189,58 @@ class Wurk:
                 handler(payload, exc)
             except Exception:
                 logger.exception("death handler %r raised", handler)
+
+
+class Execution:
+    """One run of one decoded payload: the only way any job is run (workers, inline, tests).
+
+    It finds the registered class, makes a fresh instance, and calls ``perform`` inside the
+    server middleware, seeing an ``async def`` perform (or any awaitable it returns) through
+    to its end on this thread's loop, so middleware wraps the whole run and a coroutine is
+    never mistaken for a finished job. ``job`` stays on the execution rather than being
+    returned because a failed run needs it too: the retry handler asks that same instance
+    for ``retry_in`` and ``retries_exhausted``.
+    """
+
+    __slots__ = ("job", "payload", "wurk")
+
+    def __init__(self, wurk: Wurk, payload: Payload) -> None:
+        self.wurk = wurk
+        self.payload = payload
+        #: The job instance, once its class is found (``None`` if that failed).
+        self.job: Any = None
+
+    def run(self) -> Any:
+        wurk, payload = self.wurk, self.payload
+        wrapped = payload["class"] in activejob.WRAPPERS
+        job = self.job = self._job_class(wrapped)()
+        job.jid = payload.get("jid", "")
+        job.payload = payload
+        args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
+        result: list[Any] = [None]
+
+        def perform() -> None:
+            value = job.perform(*args, **kwargs)
+            # Most jobs return None: skip the awaitable checks for them, this is the hot path.
+            result[0] = (
+                value if value is None else coroutines.settle(value, f"{type(job).__qualname__}.perform")
+            )
+
+        wurk.server_middleware.invoke(perform, job, payload, payload.get("queue", "default"))
+        return result[0]
+
+    def _job_class(self, wrapped: bool) -> type[Any]:
+        """The registered class; an ActiveJob wrapper resolves to the job it wraps."""
+        name = self.payload["class"]
+        if wrapped:
+            name = activejob.job_name(self.payload) or name
+        job_class = self.wurk.registry.resolve(name)
+        if job_class is None:
+            raise UnknownJobError(
+                f"no job is registered as {name!r}; define it in an installed app's jobs module "
+                "(payloads never choose what code to import)"
+            )
+        return job_class
 
 
 wurk = Wurk()

@@ -10,6 +10,7 @@ for middleware and Ruby processes to read.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -28,10 +29,26 @@ R = TypeVar("R")
 
 #: Option names with a meaning to the engine, in the order Sidekiq writes them.
 KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
-#: Options that say how to deliver one push, consumed by the client and never stored.
-DELIVERY_OPTIONS = frozenset({"using", "on_commit"})
 #: Payload keys no option may set: the client owns them.
 RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
+
+#: Checks one delivery option's value, given where it was set (for the error), and returns
+#: it normalised; raises ``ValueError`` for a value the pusher could not use.
+DeliveryCheck = Callable[[Any, str], Any]
+#: Options that say how to deliver one push, not what the job is: handed to the pusher as
+#: its ``delivery`` and never stored in the payload. The engine gives them no meaning; the
+#: layer whose pusher reads them declares them here, with their check, so a bad value still
+#: fails at ``set(...)`` (or at class definition), not later at push time.
+delivery_options: dict[str, DeliveryCheck] = {}
+
+
+def declare_delivery_option(name: str, check: DeliveryCheck) -> None:
+    """Make ``name`` a delivery option (``using=`` and ``on_commit=`` come from the Django app)."""
+    if name in KNOWN_OPTIONS or name in RESERVED_KEYS:
+        raise ValueError(f"{name!r} is a job option or a payload key; it cannot be a delivery option")
+    delivery_options[name] = check
+
+
 #: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
 ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
 
@@ -42,12 +59,9 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in options.items():
         if key in RESERVED_KEYS:
             raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
-        if key == "using":
-            if value is not None and not isinstance(value, str):
-                raise ValueError(f"{where}: using must be a database alias, got {value!r}")
-        elif key == "on_commit":
-            if not isinstance(value, bool):
-                raise ValueError(f"{where}: on_commit must be True or False, got {value!r}")
+        check = delivery_options.get(key)
+        if check is not None:
+            value = check(value, where)
         elif key == "queue":
             if not isinstance(value, str) or not QUEUE_NAME.match(value):
                 raise ValueError(f"{where}: queue {value!r} must be a name matching [a-zA-Z0-9_:.-]+")
@@ -87,6 +101,13 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def refuse_generator(fn: object, where: str) -> None:
+    """A generator function's body runs only when iterated, which no worker does: refuse it
+    now, rather than have every run count as a success without running."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise ValueError(f"{where} is a generator function ('yield'), so a worker would never run its body")
+
+
 class Job:
     """Base class for jobs. Subclasses are registered under ``wire_name`` when defined.
 
@@ -117,6 +138,7 @@ class Job:
             cls.wire_name = f"{cls.__module__}.{cls.__qualname__}"
         if not isinstance(cls.wire_name, str):
             raise ValueError(f"{cls.__qualname__}: wire_name must be a string")
+        refuse_generator(cls.__dict__.get("perform"), f"{cls.__qualname__}.perform")
         cls._defaults = cls._collect_options()
         if not abstract:
             registry.register(cls)
@@ -206,7 +228,7 @@ class Setter:
             "queue": self.options.get("queue", "default"),
         }
         for key, value in self.options.items():
-            if key not in ("retry", "queue") and key not in DELIVERY_OPTIONS:
+            if key not in ("retry", "queue") and key not in delivery_options:
                 head[key] = value
         self._head = head
 
@@ -229,7 +251,7 @@ class Setter:
 
     @property
     def delivery(self) -> dict[str, Any]:
-        return {k: v for k, v in self.options.items() if k in DELIVERY_OPTIONS}
+        return {k: v for k, v in self.options.items() if k in delivery_options}
 
     def perform_async(self, *args: Any) -> str | None:
         return wurk.client.push(self.payload(args), delivery=self.delivery)
@@ -345,7 +367,11 @@ def job(
     retries_exhausted: Callable[[Payload, BaseException], str | None] | None = None,
     **options: Any,
 ) -> Any:
-    """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``."""
+    """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``.
+
+    The function may be ``async def``: a worker runs it on its thread's event loop. A
+    ``job(...)`` kept in a variable gives every function it decorates the same options.
+    """
 
     def wrap(f: Callable[P, R]) -> JobFunction[P, R]:
         if "<locals>" in f.__qualname__:
@@ -353,12 +379,14 @@ def job(
                 f"@job needs a module-level function; {f.__qualname__} is nested, "
                 "so a worker could not find it"
             )
-        known = {k: options.pop(k) for k in list(options) if k in KNOWN_OPTIONS}
+        refuse_generator(f, f"@job {f.__qualname__}")
+        # Read, never consumed: one ``job(...)`` may decorate many functions.
+        known = {k: v for k, v in options.items() if k in KNOWN_OPTIONS}
         attrs: dict[str, Any] = {
             "function": staticmethod(f),
             "retry_in_hook": staticmethod(retry_in) if retry_in else None,
             "retries_exhausted_hook": staticmethod(retries_exhausted) if retries_exhausted else None,
-            "options": dict(options),
+            "options": {k: v for k, v in options.items() if k not in KNOWN_OPTIONS},
             "wire_name": wire_name or f"{f.__module__}.{f.__qualname__}",
             "activejob": activejob,
             "__module__": f.__module__,

@@ -71,15 +71,25 @@ def histogram(job_class: str, at: datetime) -> str:
     return f"h|{job_class}-{at.day}-{at.hour}:{at.minute}"
 
 
+#: Exclusive upper bounds (ms) of a histogram's buckets; the last bucket is unbounded. Part
+#: of the key's layout (one counter per bucket, in this order), which the writer
+#: (``worker.stats``) and the reader (``metrics``) must agree on, as Sidekiq 8's do.
+HISTOGRAM_BOUNDS = (
+    20, 30, 45, 65, 100, 150, 225, 335, 500, 750, 1100, 1700, 2500, 3800,
+    5750, 8500, 13000, 20000, 30000, 45000, 65000, 100000, 150000, 225000, 335000,
+)  # fmt: skip
+
+
 #: A lease held by the one outbox relay running at a time across all workers.
 OUTBOX_RELAY_LOCK = "wurk-outbox-relay"
 #: How long an outbox row's "already pushed" marker lives: far longer than any relay delay.
 OUTBOX_MARKER_TTL = 7 * 24 * 3600
 
 
-def outbox_marker(scope: str, row_id: int) -> str:
-    """Set when outbox row ``row_id`` of database ``scope`` was pushed, so it is pushed once."""
-    return f"wurk-outbox:{scope}:{row_id}"
+def outbox_marker(scope: str, token: str) -> str:
+    """Set when the outbox row with ``token`` (never reused) of database ``scope`` was pushed,
+    so it is pushed once."""
+    return f"wurk-outbox:{scope}:{token}"
 
 
 def task_result(jid: str) -> str:

@@ -19,14 +19,13 @@ from datetime import UTC, datetime, timedelta
 from django_wurk.core import keys
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
-from django_wurk.core.worker.stats import HISTOGRAM_BOUNDS
 
 #: The longest period the minutely hashes (and the histograms) cover.
 MINUTELY_LIMIT = keys.METRICS_MINUTE_TTL // 60
 #: The longest period the ten-minute rollups cover.
 ROLLUP_LIMIT = keys.METRICS_ROLLUP_TTL // 60
 #: Number of histogram buckets: one per upper bound, plus the unbounded last one.
-HISTOGRAM_SIZE = len(HISTOGRAM_BOUNDS) + 1
+HISTOGRAM_SIZE = len(keys.HISTOGRAM_BOUNDS) + 1
 
 
 def histogram_labels() -> list[str]:
@@ -35,7 +34,7 @@ def histogram_labels() -> list[str]:
     def fmt(ms: int) -> str:
         return f"{ms} ms" if ms < 1000 else f"{ms / 1000:g} s"
 
-    return [f"< {fmt(b)}" for b in HISTOGRAM_BOUNDS] + [f"≥ {fmt(HISTOGRAM_BOUNDS[-1])}"]
+    return [f"< {fmt(b)}" for b in keys.HISTOGRAM_BOUNDS] + [f"≥ {fmt(keys.HISTOGRAM_BOUNDS[-1])}"]
 
 
 @dataclass
@@ -111,10 +110,13 @@ def period(minutes: int, now: datetime | None = None) -> Period:
 
 
 def _int(value: bytes | str | None) -> int:
+    """A counter as HINCRBY keeps it (0 to 2**63 - 1); anything else written there reads as 0,
+    so a hand-written "abc" or a 4000-digit number cannot break the sums and charts."""
     try:
-        return int(value or 0)
+        number = int(value or 0)
     except (TypeError, ValueError):
         return 0
+    return number if 0 <= number < 2**63 else 0
 
 
 def _text(value: bytes | str) -> str:

@@ -12,12 +12,16 @@ Chains hold instances, built from a class and its arguments when added, so ``rem
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
+    # For types only, a cycle left on purpose: server middleware is handed the ``Job``
+    # instance, and ``job`` sits above the engine that runs the chains. Naming the real
+    # class tells a middleware author what they get; nothing here runs any of its code.
     from django_wurk.core.job import Job
 
 
@@ -68,6 +72,15 @@ class Chain:
 
     def clear(self) -> None:
         self._entries = []
+
+    @contextmanager
+    def preserved(self) -> Iterator[Chain]:
+        """Undo, at the end of the block, every edit made to the chain inside it (for tests)."""
+        saved = list(self._entries)
+        try:
+            yield self
+        finally:
+            self._entries = saved
 
     def _index(self, cls: type) -> int:
         for i, (c, _) in enumerate(self._entries):

@@ -13,6 +13,9 @@ import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    # For types only, and the one cycle left in the engine on purpose: the registry holds
+    # ``Job`` classes, and ``job`` imports the registry so each class registers itself when
+    # it is defined. A protocol restating ``Job`` here would only make callers cast back.
     from django_wurk.core.job import Job
 
 
@@ -45,8 +48,10 @@ class Registry:
             self._jobs[name] = job_class
 
     def unregister(self, name: str) -> None:
+        """Free ``name``; a clash recorded for it goes too, since no class holds it now."""
         with self._lock:
             self._jobs.pop(name, None)
+            self._duplicates.pop(name, None)
 
     def resolve(self, name: str) -> type[Job] | None:
         return self._jobs.get(name)

@@ -1,23 +1,33 @@
 """The job payload format: JSON codec, timestamps, jids, error fields, backtrace codec.
 
-This module owns the bytes we put in Redis. It follows ``shared/spec/sidekiq-wire.md``:
-compact JSON with raw UTF-8 (what Ruby's ``JSON.generate`` writes), 24-hex jids, and job
-timestamps in one of two styles. Float seconds are read correctly by every Sidekiq
-version; integer milliseconds match Sidekiq 8's own bytes. Readers accept both, field by
-field, because a payload can be created by one version and failed by another.
+This module owns the bytes we put in Redis, and writes them as Sidekiq does: compact JSON
+with raw UTF-8 (``Sidekiq.dump_json`` is Ruby's ``JSON.generate``, Sidekiq 6.4.1
+lib/sidekiq.rb), 24-hex jids (``SecureRandom.hex(12)``, lib/sidekiq/job_util.rb), and job
+timestamps in one of two styles. Float seconds are read correctly by every Sidekiq version;
+integer milliseconds match Sidekiq 8's own bytes (docs/interop.md says which to choose).
+Readers accept both, field by field, because a payload can be created by one version and
+failed by another.
+
+It also owns the one decoding policy for everything read from Redis: what Ruby's
+``JSON.parse`` accepts and ``JSON.generate`` can write back, nothing more. Python's json
+alone is laxer (NaN, Infinity, lone surrogates) and recurses without bound, so a value it
+decodes could fail later, when the job's retry is written, and strand the job. Decoding
+refuses such input up front, and so whatever ``loads`` returns, ``dumps`` can encode.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
 import operator
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, NoReturn
 
 Payload = dict[str, Any]
 
@@ -25,6 +35,10 @@ Payload = dict[str, Any]
 MAX_ERROR_MESSAGE = 10_000
 #: Fields that hold job timestamps (the only ones whose unit differs between versions).
 TIMESTAMP_FIELDS = ("created_at", "enqueued_at", "failed_at", "retried_at", "discarded_at")
+#: Ruby's ``JSON.parse`` refuses documents nested deeper than this (its ``max_nesting``).
+MAX_NESTING = 100
+#: An encoded backtrace is diagnostic data: one that inflates past this is not read.
+MAX_BACKTRACE_BYTES = 1024 * 1024
 
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
@@ -44,9 +58,23 @@ class PayloadError(ValueError):
         self.error_class = error_class
 
 
+class UnencodableError(PayloadError, TypeError):
+    """A value JSON cannot carry (NaN, a set, a cycle...); a ``TypeError`` too, for callers of old."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("InvalidPayload", message)
+
+
 def dumps(payload: Any) -> str:
-    """Encode like Ruby's ``JSON.generate``: compact, raw UTF-8, no NaN."""
-    return _encoder.encode(payload)
+    """Encode like Ruby's ``JSON.generate``: compact, raw UTF-8, no NaN.
+
+    Every failure is an ``UnencodableError`` (a ``PayloadError``), so a caller writing back
+    something it read from Redis has one exception to route to the dead set.
+    """
+    try:
+        return _encoder.encode(payload)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        raise UnencodableError(f"cannot be encoded as JSON ({type(exc).__name__}: {exc})") from exc
 
 
 def dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...] = ("args", "jid")) -> list[str]:
@@ -58,6 +86,15 @@ def dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...] = ("args",
     and jid. A payload with other keys, another key order or other shared values (say,
     changed by middleware) is encoded whole, so the bytes never differ from ``dumps``.
     """
+    try:
+        return _dumps_alike(payloads, varying)
+    except (ValueError, TypeError, RecursionError, OverflowError) as exc:
+        if isinstance(exc, PayloadError):
+            raise
+        raise UnencodableError(f"cannot be encoded as JSON ({type(exc).__name__}: {exc})") from exc
+
+
+def _dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...]) -> list[str]:
     if len(payloads) < 2:
         return [dumps(p) for p in payloads]
     first = payloads[0]
@@ -95,22 +132,116 @@ def dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...] = ("args",
     return out
 
 
+class _Refused(ValueError):
+    """Raised inside the JSON scanner for input the policy refuses; becomes a ``PayloadError``."""
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise _Refused(f"{name} is not a JSON number (Ruby's JSON refuses it, and it could not be written back)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the number {text[:40]}{'...' if len(text) > 40 else ''} is out of range for a float")
+    return value
+
+
+#: Built once: ``json.loads`` with hooks would build a decoder (and its scanner) per call.
+_decoder = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+#: Every byte but the ones that shape a JSON document (quotes and brackets), to delete.
+_NOT_SHAPE = bytes(b for b in range(256) if b not in b'"[]{}')
+#: Openers become ``(`` and closers ``)``: depth is all that is measured.
+_PARENS = bytes.maketrans(b"[]{}", b"()()")
+_TOO_MANY_OPENERS = b"(" * (MAX_NESTING + 1)
+#: A ``\uD800``-``\uDFFF`` escape: half of a UTF-16 pair, which may be left alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def too_deep(data: bytes) -> bool:
+    """True if a JSON text could nest deeper than ``MAX_NESTING``, found without recursing.
+
+    Python's json recurses once per level, so a 100,000-deep document reaches the C stack's
+    limit inside the parser; measuring first refuses it before any recursion. A text with
+    at most ``MAX_NESTING`` brackets in all cannot nest deeper (the usual case: two scans).
+    Otherwise escapes and then strings are cut out, leaving only brackets, and innermost
+    pairs are removed round by round: the rounds are the depth, and a run of more than
+    ``MAX_NESTING`` openers ends the count at once. Unmatched openers (invalid JSON) count
+    as levels too, so the answer is never lower than how deep the parser would go before
+    finding the error. Every step is a C loop over bytes (UTF-8 never puts a quote or a
+    bracket byte inside a multi-byte character).
+    """
+    if data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    shape = data.replace(b"\\\\", b"").replace(b'\\"', b"").translate(_PARENS, _NOT_SHAPE)
+    shape = b"".join(shape.split(b'"')[::2])  # what lies between strings
+    rounds = 0
+    while _TOO_MANY_OPENERS not in shape:
+        reduced = shape.replace(b"()", b"")
+        if len(reduced) == len(shape):
+            return rounds + shape.count(b"(") > MAX_NESTING
+        rounds += 1
+        if rounds > MAX_NESTING:
+            return True
+        shape = reduced
+    return True
+
+
+def decode_json(raw: bytes | str, what: str = "payload") -> Any:
+    """Decode any JSON text read from Redis under the one policy; ``PayloadError`` otherwise.
+
+    Refused, each with a reason an operator can act on: invalid UTF-8, invalid JSON, NaN and
+    (-)Infinity (and numbers too large for a float), nesting deeper than ``MAX_NESTING``, and
+    lone UTF-16 surrogates (``"\\ud800"``), which no UTF-8 text can hold. What is returned can
+    always be encoded again by ``dumps``.
+    """
+    if isinstance(raw, bytes):
+        data = raw
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise PayloadError(
+                "InvalidPayload", f"{what} is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+            ) from None
+    else:
+        text = raw
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise PayloadError("InvalidPayload", f"{what} is not valid Unicode ({exc.reason})") from None
+    if too_deep(data):
+        raise PayloadError(
+            "InvalidPayload", f"{what} nesting is too deep (at most {MAX_NESTING} levels, as Ruby's JSON)"
+        )
+    try:
+        value = _decoder.decode(text)
+    except _Refused as exc:
+        raise PayloadError("InvalidPayload", f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # not reached after the count above; kept so no input can crash a loop
+        raise PayloadError("InvalidPayload", f"{what} nesting is too deep") from None
+    except ValueError as exc:
+        raise PayloadError("InvalidPayload", f"{what} is not valid JSON: {exc}") from None
+    if "\\u" in text:
+        match = _SURROGATE_ESCAPE.search(text)
+        if match is not None:
+            try:
+                dumps(value).encode("utf-8")
+            except (PayloadError, UnicodeEncodeError):
+                raise PayloadError(
+                    "InvalidPayload",
+                    f"{what} holds a lone UTF-16 surrogate ({match.group()}), which is not valid Unicode",
+                ) from None
+    return value
+
+
 def loads(raw: bytes | str) -> Payload:
-    """Decode a job read from Redis, refusing anything a worker cannot run.
+    """Decode a job read from Redis, refusing anything a worker cannot run or write back.
 
     The error classes are stable names an operator sees in the dead set.
     """
-    if isinstance(raw, bytes):
-        try:
-            raw = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise PayloadError(
-                "InvalidPayload", f"payload is not valid UTF-8 ({exc.reason} at byte {exc.start})"
-            ) from None
-    try:
-        payload = json.loads(raw)
-    except ValueError as exc:
-        raise PayloadError("InvalidPayload", f"payload is not valid JSON: {exc}") from None
+    payload = decode_json(raw)
     if not isinstance(payload, dict):
         raise PayloadError("InvalidPayload", f"payload is a JSON {type(payload).__name__}, not an object")
     job_class = payload.get("class")
@@ -150,21 +281,32 @@ def read_stamp(value: Any) -> float | None:
     """
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, float):
-        return value
-    if isinstance(value, int):
-        return value / 1000.0 if value >= 100_000_000_000 else float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
+    seconds: float
+    try:
+        if isinstance(value, float):
+            seconds = value
+        elif isinstance(value, int):
+            seconds = value / 1000.0 if value >= 100_000_000_000 else float(value)
+        elif isinstance(value, str):
+            seconds = float(value)
+        else:
             return None
-    return None
+    except (ValueError, OverflowError):  # "soon", or an integer no float can hold
+        return None
+    # "nan", "inf", "1e999": no time at all, and arithmetic on them would poison whatever uses it.
+    return seconds if math.isfinite(seconds) else None
 
 
 def error_message(exc: BaseException) -> str:
-    """The exception text as Sidekiq stores it: at most 10,000 characters, valid UTF-8."""
-    text = str(exc)
+    """The exception text as Sidekiq stores it: at most 10,000 characters, valid UTF-8.
+
+    An exception whose ``__str__`` raises still gets a message (its class), since the
+    failure it reports must be recorded whatever the exception is like.
+    """
+    try:
+        text = str(exc)
+    except Exception as broken:
+        text = f"<unprintable {type(exc).__name__}: its __str__ raised {type(broken).__name__}>"
     text = text.encode("utf-8", "replace").decode("utf-8")
     return text[:MAX_ERROR_MESSAGE]
 
@@ -184,14 +326,20 @@ def decode_backtrace(value: Any) -> list[str]:
 
     Accepts strict or line-wrapped base64 (Sidekiq <= 7.2.2 wraps at 60 columns) and the
     very old raw JSON array. Returns an empty list for anything unreadable: a backtrace is
-    diagnostic data and must never stop a retry or a page from rendering.
+    diagnostic data and must never stop a retry or a page from rendering. It is read under
+    the same policy as a payload, and one that inflates past ``MAX_BACKTRACE_BYTES`` (a
+    deflate bomb in the dead set) is not read at all.
     """
     if isinstance(value, list):
         return [str(line) for line in value]
     if not isinstance(value, str):
         return []
     try:
-        decoded = json.loads(zlib.decompress(base64.b64decode(value)))
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(base64.b64decode(value), MAX_BACKTRACE_BYTES)
+        if inflater.unconsumed_tail:
+            return []
+        decoded = decode_json(raw, "backtrace")
     except (ValueError, zlib.error):
         return []
     return [str(line) for line in decoded] if isinstance(decoded, list) else []
@@ -244,9 +392,13 @@ def job_display_class(payload: Mapping[str, Any]) -> str:
     return "?"
 
 
-def loads_object(raw: bytes | str) -> Payload:
-    """Decode any JSON object (heartbeat info, work entries); ``ValueError`` otherwise."""
-    value = json.loads(raw)
+def loads_object(raw: bytes | str, what: str = "value") -> Payload:
+    """Decode any JSON object (heartbeat info, work entries) under the one policy.
+
+    Raises ``PayloadError`` (a ``ValueError``) for anything ``decode_json`` refuses and for
+    JSON that is not an object.
+    """
+    value = decode_json(raw, what)
     if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
+        raise PayloadError("InvalidPayload", f"{what} is a JSON {type(value).__name__}, not an object")
     return value

@@ -21,30 +21,26 @@ from typing import Any, TypeAlias
 from django.contrib import messages
 from django.contrib.admin import AdminSite
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
-from django.shortcuts import render
+from django.template.loader import render_to_string
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError as RedisResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from django_wurk.conf import app_settings
 from django_wurk.core.config import ConfigError, redact_url
 from django_wurk.core.engine import wurk
+from django_wurk.dashboard import nav
 
 logger = logging.getLogger("django_wurk.dashboard")
 
 VIEW_PERMISSION = "django_wurk.view_dashboard"
 MANAGE_PERMISSION = "django_wurk.manage_jobs"
-#: Prefix of every dashboard URL name inside the admin namespace (``admin:<prefix><name>``).
-URL_PREFIX = "django_wurk_dashboard_"
 
 View: TypeAlias = Callable[..., HttpResponse]
 UNAVAILABLE = (RedisConnectionError, RedisTimeoutError)
-
-
-def url_name(name: str) -> str:
-    return f"{URL_PREFIX}{name}"
-
-
-def admin_url_name(name: str) -> str:
-    return f"admin:{URL_PREFIX}{name}"
+#: Redis answered but refused: a key of the wrong type (WRONGTYPE, written by something
+#: else), a full memory (OOM), a read-only replica, an ACL (NOPERM)...
+REFUSED = (RedisResponseError,)
 
 
 def can_view(user: Any) -> bool:
@@ -56,7 +52,7 @@ def can_manage(user: Any) -> bool:
 
 
 def read_only() -> bool:
-    return wurk.config.dashboard_read_only
+    return app_settings().dashboard_read_only
 
 
 def render_page(
@@ -75,8 +71,6 @@ def render_page(
     Rendering eagerly (not a lazy ``TemplateResponse``) keeps any Redis call a template
     makes inside ``guard``, so an outage mid-render still becomes the 503 page.
     """
-    from django_wurk.dashboard import nav
-
     try:
         readonly = read_only()
     except ConfigError:
@@ -90,7 +84,15 @@ def render_page(
         "can_act": can_manage(request.user) and not readonly,
         **(context or {}),
     }
-    return render(request, template, full, status=status)
+    text = render_to_string(template, full, request=request)
+    response = HttpResponse(status=status)
+    try:
+        response.content = text.encode(response.charset)
+    except UnicodeEncodeError:
+        # Job data may hold what no encoding can write (a lone surrogate decoded from
+        # "\ud800" in a payload): shown as its escape rather than failing the page.
+        response.content = text.encode(response.charset, "backslashreplace")
+    return response
 
 
 def forbidden(request: HttpRequest, site: AdminSite, reason: str, tab: str = "") -> HttpResponse:
@@ -105,12 +107,37 @@ def forbidden(request: HttpRequest, site: AdminSite, reason: str, tab: str = "")
     )
 
 
+def not_found(
+    request: HttpRequest,
+    site: AdminSite,
+    reason: str,
+    *,
+    tab: str = "",
+    back: tuple[str, str] | None = None,
+) -> HttpResponse:
+    """A 404 that says what was not found (Django's own 404 page says nothing)."""
+    back_label, back_url = back or ("", "")
+    return render_page(
+        request,
+        site,
+        "django_wurk/dashboard/missing.html",
+        "Not found",
+        {"reason": reason, "back_label": back_label, "back_url": back_url},
+        tab=tab,
+        status=404,
+    )
+
+
 def unavailable(
     request: HttpRequest, site: AdminSite, exc: BaseException, as_json: bool, tab: str = ""
 ) -> HttpResponse:
-    """The 503 answer when Redis cannot be reached (or the configuration cannot be built)."""
+    """The 503 answer when Redis cannot be reached or refuses a command (or the configuration
+    cannot be built): a page that says so, never a traceback."""
     if isinstance(exc, ConfigError):
         headline = "The Wurk configuration is invalid."
+        where = ""
+    elif isinstance(exc, REFUSED):
+        headline = "Redis refused a command."
         where = ""
     else:
         headline = "Redis is unavailable."
@@ -145,6 +172,9 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
         request.current_app = site.name
         active = tab or str(kwargs.get("kind", ""))  # the set pages share their views
         try:
+            # Read first: a broken setting of the app's (DASHBOARD_READ_ONLY, say) gives the
+            # 503 page below, as a broken setting of the engine's does, not a page that guesses.
+            app_settings()
             if action:
                 if request.method != "POST":
                     return HttpResponseNotAllowed(["POST"])
@@ -172,7 +202,7 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
                         request, site, f"The Wurk dashboard needs the permission “{VIEW_PERMISSION}”.", active
                     )
             return view(request, site, *args, **kwargs)
-        except (*UNAVAILABLE, ConfigError) as exc:
+        except (*UNAVAILABLE, *REFUSED, ConfigError) as exc:
             return unavailable(request, site, exc, as_json, active)
 
     return site.admin_view(inner)
@@ -180,6 +210,7 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
 
 def notify(request: HttpRequest, level: int, text: str) -> None:
     """A message on the next page (silently dropped where the messages app is not set up)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")  # see ``audit``
     messages.add_message(request, level, text, fail_silently=True)
 
 
@@ -190,6 +221,9 @@ def audit(request: HttpRequest, what: str) -> None:
     change made in the admin, which is where a Django team looks first. The action has
     already happened, so a failure to write that row is logged, never raised.
     """
+    # Job data in the text (a jid) may hold what no encoding can write, a lone surrogate:
+    # written as its escape, so neither the log nor the database refuses it.
+    what = what.encode("utf-8", "backslashreplace").decode("utf-8")
     user = getattr(request.user, "get_username", lambda: "?")()
     logger.info("dashboard: %s %s", user, what)
     if not request.user.is_authenticated:

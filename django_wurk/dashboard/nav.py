@@ -1,9 +1,9 @@
-"""The dashboard's tabs, in order.
+"""The dashboard's pages as the navigation knows them: their URL names and the tabs, in order.
 
-Pages for features that have not landed yet (periodic jobs, limiters) are listed
-with ``available`` returning False, so they stay hidden; when a feature lands, its view gets
-a URL named ``django_wurk_dashboard_<key>`` and its tab an ``available`` that says when to
-show it (usually: the feature is in use).
+Every other dashboard module builds on these names, so this one imports none of them. A
+feature that brings a page (batches, periodic jobs, limiters) adds its view under a URL
+named ``django_wurk_dashboard_<key>`` and its ``Tab`` here, with an ``available`` that says
+when to show it (usually: the feature is in use). No tab is listed before its page exists.
 """
 
 from __future__ import annotations
@@ -12,19 +12,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django.urls import NoReverseMatch, reverse
+from redis.exceptions import RedisError
 
 from django_wurk.core import keys
 from django_wurk.core.engine import wurk
 from django_wurk.core.features.batches import keys as batch_keys
-from django_wurk.dashboard.access import UNAVAILABLE, admin_url_name
+
+#: Prefix of every dashboard URL name inside the admin namespace (``admin:<prefix><name>``).
+URL_PREFIX = "django_wurk_dashboard_"
+
+
+def url_name(name: str) -> str:
+    return f"{URL_PREFIX}{name}"
+
+
+def admin_url_name(name: str) -> str:
+    return f"admin:{URL_PREFIX}{name}"
 
 
 def _always() -> bool:
     return True
-
-
-def _not_yet() -> bool:
-    return False
 
 
 @dataclass(frozen=True)
@@ -47,8 +54,6 @@ TABS: list[Tab] = [
     Tab("dead", "Dead", "dead", counted=keys.DEAD),
     Tab("metrics", "Metrics", "metrics"),
     Tab("batches", "Batches", "batches", counted=batch_keys.INDEX),
-    Tab("periodic", "Periodic jobs", "periodic", available=_not_yet),
-    Tab("limiters", "Limiters", "limiters", available=_not_yet),
 ]
 
 
@@ -62,7 +67,10 @@ class Link:
 
 
 def tabs(active: str, counts: bool = True, current_app: str | None = None) -> list[Link]:
-    """The visible tabs; set sizes in one round trip (left out if Redis does not answer)."""
+    """The visible tabs; set sizes in one round trip (left out if Redis fails to give them).
+
+    The sizes only decorate the tabs: no Redis error about them may cost the page.
+    """
     shown = [t for t in TABS if t.available()]
     sizes: dict[str, int] = {}
     counted = [t.counted for t in shown if t.counted]
@@ -72,7 +80,7 @@ def tabs(active: str, counts: bool = True, current_app: str | None = None) -> li
             for name in counted:
                 pipe.zcard(name)
             sizes = dict(zip(counted, (int(n) for n in pipe.execute()), strict=True))
-        except UNAVAILABLE:
+        except RedisError:
             sizes = {}
     links = []
     for t in shown:

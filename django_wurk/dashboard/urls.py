@@ -11,7 +11,8 @@ from typing import Any
 from django.contrib.admin import AdminSite
 from django.urls import URLPattern, path, register_converter
 
-from django_wurk.dashboard.access import guard, url_name
+from django_wurk.dashboard.access import guard
+from django_wurk.dashboard.nav import url_name
 from django_wurk.dashboard.views import batches, busy, metrics, overview, queues, sets
 
 
@@ -30,6 +31,26 @@ class SetConverter:
 register_converter(SetConverter, "wurk_set")
 
 
+class TextConverter:
+    """Any non-empty text, newlines and control characters included.
+
+    Queue names, job classes and jids come from Redis, written by any client; Django's
+    ``path`` converter (``.+``) stops at a newline, so a queue named ``"mail\n"`` had no URL
+    and the page listing it failed to render.
+    """
+
+    regex = r"[\s\S]+"
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(TextConverter, "wurk_text")
+
+
 def urlpatterns(site: AdminSite) -> list[URLPattern]:
     def page(view: Any, tab: str) -> Any:
         return guard(site, view, tab=tab)
@@ -44,7 +65,7 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         path("busy/signal/", action(busy.signal, "busy"), name=url_name("busy_signal")),
         path("queues/", page(queues.index, "queues"), name=url_name("queues")),
         # Actions name their queue in the form, so any queue name (even "a/b") has a page and actions.
-        path("queues/<path:name>/", page(queues.detail, "queues"), name=url_name("queue")),
+        path("queues/<wurk_text:name>/", page(queues.detail, "queues"), name=url_name("queue")),
         path("queue-actions/delete/", action(queues.delete_job, "queues"), name=url_name("queue_delete")),
         path("queue-actions/clear/", action(queues.clear, "queues"), name=url_name("queue_clear")),
         path("queue-actions/pause/", action(queues.pause, "queues"), name=url_name("queue_pause")),
@@ -60,12 +81,12 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         ),
         path("batches/<str:bid>/jobs/<str:jid>/", page(batches.job, "batches"), name=url_name("batch_job")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
-        path("metrics/<path:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
+        path("metrics/<wurk_text:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"
         # and "all" contain no "-", so they can never be an entry's key.
         path("<wurk_set:kind>/bulk/", action(sets.bulk, ""), name=url_name("bulk")),
         path("<wurk_set:kind>/all/", action(sets.all_action, ""), name=url_name("all")),
-        path("<wurk_set:kind>/<path:key>/", page(sets.detail, ""), name=url_name("entry")),
+        path("<wurk_set:kind>/<wurk_text:key>/", page(sets.detail, ""), name=url_name("entry")),
     ]
     # The three set listings also get a name each, so tabs and links can reverse them directly.
     for slug in sets.KINDS:

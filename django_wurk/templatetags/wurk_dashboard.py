@@ -7,6 +7,7 @@ autoescaping, and the one tag that builds markup (``stamp``) uses ``format_html`
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,12 +29,12 @@ def to_datetime(value: Any) -> datetime | None:
     """An epoch timestamp (float seconds, or Sidekiq 8 integer milliseconds) as an aware datetime."""
     if isinstance(value, datetime):
         return value
-    seconds = wire.read_stamp(value)
-    if seconds is None or seconds <= 0:
-        return None
     try:
+        seconds = wire.read_stamp(value)
+        if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            return None
         return datetime.fromtimestamp(seconds, UTC)
-    except (OverflowError, OSError, ValueError):
+    except (OverflowError, OSError, ValueError):  # a 400-digit integer, year 300000...
         return None
 
 
@@ -72,7 +73,9 @@ def duration(seconds: Any) -> str:
     """Seconds as ``850 ms``, ``12.3 s``, ``4 min 05 s``, ``2 h 03 min``, ``3 d 4 h``."""
     try:
         s = float(seconds)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
+        return "—"
+    if not math.isfinite(s) or s < 0:
         return "—"
     if s < 1:
         return f"{s * 1000:.0f} ms"
@@ -89,7 +92,7 @@ def duration(seconds: Any) -> str:
 def milliseconds(ms: Any) -> str:
     try:
         return duration(float(ms) / 1000.0)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return "—"
 
 
@@ -97,7 +100,7 @@ def milliseconds(ms: Any) -> str:
 def kilobytes(kb: Any) -> str:
     try:
         value = int(kb)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return "—"
     return str(filesizeformat(value * 1024)) if value > 0 else "—"
 
@@ -107,15 +110,18 @@ def number(value: Any) -> str:
     """``1234567`` -> ``1,234,567``."""
     try:
         return f"{int(value):,}"
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return str(value)
 
 
 def as_json(value: Any, indent: int | None = None) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=indent is not None)
-    except (TypeError, ValueError):
-        return repr(value)
+        try:
+            return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=indent is not None)
+        except (TypeError, ValueError):
+            return repr(value)
+    except RecursionError:
+        return "(nested too deeply to show)"
 
 
 @register.filter

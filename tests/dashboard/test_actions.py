@@ -7,6 +7,7 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,8 +15,10 @@ from django.contrib.messages import get_messages
 from django.http import HttpResponse
 from django.test import Client
 
-from django_wurk import Config, Wurk
+from django_wurk import Wurk
+from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
+from django_wurk.core.api import DeadSet
 from django_wurk.dashboard.views.queues import digest
 from tests.dashboard.conftest import add_process, failed, payload, push, url, zadd
 
@@ -238,12 +241,12 @@ def test_pause_and_unpause_come_back_to_a_queue_page_with_an_awkward_name(
 
 
 def test_read_only_refuses_pause_and_unpause_and_hides_their_buttons(
-    manager: Client, r: Any, wurk: Wurk, test_config: Config
+    manager: Client, r: Any, wurk: Wurk, use_app_settings: Callable[..., Settings]
 ) -> None:
     push(r, payload(), queue="mail")
     push(r, payload())
     r.sadd(keys.PAUSED, "mail")
-    wurk.configure(test_config.replace(dashboard_read_only=True))
+    use_app_settings(dashboard_read_only=True)
     for page in (url("queues"), url("queue", name="mail"), url("queue", name="default")):
         body = manager.get(page).content.decode()
         assert not re.search(r">(Pause|Unpause)( queue)?</button>", body), page
@@ -355,7 +358,9 @@ def test_entries_sharing_a_score_are_told_apart_by_jid(manager: Client, r: Any, 
 def test_an_unreadable_entry_is_listed_shown_and_deletable(manager: Client, r: Any, wurk: Wurk) -> None:
     r.zadd(keys.DEAD, {b"\xff not json": 1700000000.25})
     listing = manager.get(url("dead")).content.decode()
-    key = "1700000000.25-"
+    [entry] = DeadSet(wurk).fetch(1700000000.25)
+    key = entry.key  # no jid: "<score>-raw:<digest of its bytes>"
+    assert key.startswith("1700000000.25-raw:")
     assert url("entry", kind="dead", key=key) in listing and "not valid UTF-8" in listing
     detail = manager.get(url("entry", kind="dead", key=key))
     assert detail.status_code == 200 and "Unreadable payload" in detail.content.decode()

@@ -21,6 +21,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from django_wurk import Config, Wurk
+from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -274,7 +275,13 @@ def test_script_in_job_data_is_shown_as_text_and_never_runs(
 
 
 def test_screenshots_of_every_page(
-    browser: Page, wurk: Wurk, r: Any, test_config: Config, shots: Any, start_worker: Callable[..., Launcher]
+    browser: Page,
+    wurk: Wurk,
+    r: Any,
+    test_config: Config,
+    use_app_settings: Callable[..., Settings],
+    shots: Any,
+    start_worker: Callable[..., Launcher],
 ) -> None:
     """Every page with data, in the light and the dark theme; read-only mode; Redis down."""
     from playwright.sync_api import expect
@@ -395,13 +402,14 @@ def test_screenshots_of_every_page(
     shots(page, "queues-after-clear")
 
     # Read-only: no action buttons anywhere.
-    wurk.configure(test_config.replace(dashboard_read_only=True))
+    use_app_settings(dashboard_read_only=True)
     page.goto(BASE + "retries/")
     expect(page.locator(".wurk-banner-info")).to_contain_text("Read-only mode")
     expect(page.get_by_role("button", name="Retry now")).to_have_count(0)
     shots(page, "read-only-retries")
 
     # Redis down: a banner, HTTP 503, never a traceback; the live poll reports it too.
+    use_app_settings()
     wurk.configure(test_config.replace(redis_url="redis://127.0.0.1:1/0"))
     response = page.goto(BASE)
     assert response is not None and response.status == 503

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from django_wurk import Config, ConfigError, Wurk
+from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
 from tests.dashboard.conftest import add_process, failed, payload, push, url, write_metrics, zadd
 from tests.dashboard.test_permissions import actions, pages
@@ -36,9 +37,9 @@ def data(wurk: Wurk, r: Any) -> dict[str, str]:
 
 
 def test_read_only_hides_and_refuses_every_action(
-    manager: Client, wurk: Wurk, r: Any, test_config: Config, data: dict[str, str]
+    manager: Client, wurk: Wurk, r: Any, use_app_settings: Callable[..., Settings], data: dict[str, str]
 ) -> None:
-    wurk.configure(test_config.replace(dashboard_read_only=True))
+    use_app_settings(dashboard_read_only=True)
     before = (r.llen("queue:default"), r.zcard(keys.SCHEDULE), r.zcard(keys.RETRY), r.zcard(keys.DEAD))
     for page in pages(data):
         response = manager.get(page)
@@ -61,10 +62,10 @@ def test_read_only_hides_and_refuses_every_action(
 
 
 def test_read_only_setting_is_read_from_settings_and_the_environment() -> None:
-    assert Config.from_mapping({"DASHBOARD_READ_ONLY": "true"}).dashboard_read_only is True
-    assert Config.from_mapping({"DASHBOARD_READ_ONLY": False}).dashboard_read_only is False
+    assert Settings.from_mapping({"DASHBOARD_READ_ONLY": "true"}).dashboard_read_only is True
+    assert Settings.from_mapping({"DASHBOARD_READ_ONLY": False}).dashboard_read_only is False
     with pytest.raises(ConfigError, match="DASHBOARD_READ_ONLY"):
-        Config.from_mapping({"DASHBOARD_READ_ONLY": "maybe"})
+        Settings.from_mapping({"DASHBOARD_READ_ONLY": "maybe"})
 
 
 # Redis down ---------------------------------------------------------------------------
@@ -110,6 +111,20 @@ def test_a_broken_setting_shows_a_503_banner_too(manager: Client, wurk: Wurk) ->
     response = manager.get(url("dead"))
     assert response.status_code == 503
     assert "The Wurk configuration is invalid." in response.content.decode()
+
+
+def test_a_broken_setting_of_the_app_shows_a_503_banner_too(
+    manager: Client, wurk: Wurk, use_app_settings: Callable[..., Settings], data: dict[str, str]
+) -> None:
+    """A bad DASHBOARD_READ_ONLY must not leave pages guessing whether actions are allowed."""
+    with override_settings(WURK={"DASHBOARD_READ_ONLY": "maybe"}):
+        page = manager.get(url("dead"))
+        action = manager.post(url("bulk", kind="dead"), {"action": "delete", "key": [data["dead"]]})
+    for response in (page, action):
+        assert response.status_code == 503
+        text = response.content.decode()
+        assert "The Wurk configuration is invalid." in text and "DASHBOARD_READ_ONLY" in text
+    assert wurk.redis.zcard(keys.DEAD) == 1  # the action did nothing
 
 
 # Hostile job data ---------------------------------------------------------------------
@@ -207,9 +222,9 @@ TOKEN = "monitoring-token-0123456789"
 
 
 def test_stats_with_a_bearer_token_needs_no_login(
-    client: Client, wurk: Wurk, r: Any, test_config: Config
+    client: Client, wurk: Wurk, r: Any, use_app_settings: Callable[..., Settings]
 ) -> None:
-    wurk.configure(test_config.replace(dashboard_stats_token=TOKEN))
+    use_app_settings(dashboard_stats_token=TOKEN)
     r.set(keys.STAT_PROCESSED, 7)
     ok = client.get(url("stats"), headers={"Authorization": f"Bearer {TOKEN}"})
     assert ok.status_code == 200 and ok.json()["sidekiq"]["processed"] == 7
@@ -227,16 +242,19 @@ def test_stats_token_is_off_by_default(client: Client, wurk: Wurk) -> None:
     assert response.status_code == 401
 
 
-def test_stats_token_when_redis_is_down(client: Client, wurk: Wurk, test_config: Config) -> None:
-    wurk.configure(test_config.replace(dashboard_stats_token=TOKEN, redis_url="redis://127.0.0.1:1/0"))
+def test_stats_token_when_redis_is_down(
+    client: Client, wurk: Wurk, test_config: Config, use_app_settings: Callable[..., Settings]
+) -> None:
+    use_app_settings(dashboard_stats_token=TOKEN)
+    wurk.configure(test_config.replace(redis_url="redis://127.0.0.1:1/0"))
     response = client.get(url("stats"), headers={"Authorization": f"Bearer {TOKEN}"})
     assert response.status_code == 503 and response.json()["error"] == "redis_unavailable"
 
 
 def test_stats_token_must_be_long_enough() -> None:
     with pytest.raises(ConfigError, match=r"DASHBOARD_STATS_TOKEN.*at least 16"):
-        Config(dashboard_stats_token="short")
-    assert "monitoring" not in repr(Config(dashboard_stats_token=TOKEN))
+        Settings(dashboard_stats_token="short")
+    assert "monitoring" not in repr(Settings(dashboard_stats_token=TOKEN))
 
 
 def test_login_redirect_keeps_the_page(client: Client, db: None, login: Callable[..., Client]) -> None:

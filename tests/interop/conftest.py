@@ -1,8 +1,9 @@
 """Fixtures for the wire-compatibility suite: real Ruby Sidekiq 6.4.1 against our Redis.
 
 Ruby comes from Debian (`apt-get install ruby-sidekiq ruby-rack ruby-webrick ruby-activejob`).
-Without it these tests are skipped with the reason, on a laptop; with
-``WURK_REQUIRE_RUBY=1`` (set by ``.ci/run``) a missing Ruby fails them instead.
+Without it (or without ActiveJob, for the ActiveJob checks) these tests are skipped with the
+reason, on a laptop; with ``WURK_REQUIRE_RUBY=1`` (set by ``.ci/run``) a missing Ruby fails
+them instead.
 """
 
 from __future__ import annotations
@@ -41,14 +42,38 @@ def _ruby_problem() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
-def ruby() -> None:
-    problem = _ruby_problem()
+def _activejob_problem() -> str | None:
+    probe = subprocess.run(
+        ["ruby", "-e", 'require "active_job"; print ActiveJob.version'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if probe.returncode != 0:
+        reason = (probe.stderr.strip().splitlines() or ["no output"])[0]
+        return f"ruby cannot load ActiveJob (apt-get install ruby-activejob): {reason}"
+    return None
+
+
+def _require(problem: str | None) -> None:
+    """Skip with the reason on a laptop; fail under ``WURK_REQUIRE_RUBY=1`` (CI)."""
     if problem is None:
         return
     if os.environ.get("WURK_REQUIRE_RUBY") == "1":
         pytest.fail(f"WURK_REQUIRE_RUBY=1 but {problem}")
     pytest.skip(problem)
+
+
+@pytest.fixture(scope="session")
+def ruby() -> None:
+    _require(_ruby_problem())
+
+
+@pytest.fixture(scope="session")
+def activejob(ruby: None) -> None:
+    """Rails' ActiveJob in Ruby, for the checks where Ruby enqueues or runs ActiveJob jobs
+    (app.rb loads it only if present, so the rest of the suite runs without it)."""
+    _require(_activejob_problem())
 
 
 def ruby_env(redis_url: str) -> dict[str, str]:

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import Queue
 from django_wurk.core import wire
 from django_wurk.core.activejob import RAILS_WRAPPER, SIDEKIQ_WRAPPER
-from django_wurk.core.api import Queue
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
@@ -37,7 +41,7 @@ def hello_seen(r: Any) -> list[dict[str, Any]]:
 
 
 def test_rails_perform_later_reaches_the_python_job_with_arguments_decoded(
-    rb: Callable[..., Any], r: Any, python_worker: Launcher
+    activejob: None, rb: Callable[..., Any], r: Any, python_worker: Launcher
 ) -> None:
     rb(op="activejob_rich")
     [stored] = [json.loads(x) for x in r.lrange("queue:mailers", 0, -1)] or [None]
@@ -53,14 +57,14 @@ def test_rails_perform_later_reaches_the_python_job_with_arguments_decoded(
 
 
 def test_the_real_rails_61_vector_runs(r: Any, python_worker: Launcher) -> None:
-    """shared/vectors/queue_job_activejob.json, as Ruby Sidekiq 6.4.1 + ActiveJob 6.1 stored it."""
+    """tests/vectors/queue_job_activejob.json, as Ruby Sidekiq 6.4.1 + ActiveJob 6.1 stored it."""
     r.lpush("queue:vectors_aj", raw("queue_job_activejob.json"))
     wait_for(lambda: r.llen("seen:MyRailsJob"), timeout=15)
     assert json.loads(r.lindex("seen:MyRailsJob", 0)) == ["aj", 2, {}]
 
 
 def test_sidekiq_8_wrapper_name_and_globalid(r: Any, python_worker: Launcher) -> None:
-    """sidekiq-wire.md §11 (h): Sidekiq 8's wrapper, int-ms times, a GlobalID argument."""
+    """A composed Sidekiq 8 ActiveJob payload: its wrapper name, int-ms times, a GlobalID argument."""
     payload = {
         "retry": True,
         "queue": "mailers",
@@ -102,7 +106,7 @@ def test_sidekiq_8_wrapper_name_and_globalid(r: Any, python_worker: Launcher) ->
 
 
 def test_python_enqueues_what_rails_runs(
-    rb: Callable[..., Any], r: Any, ruby_worker: Callable[..., Any]
+    activejob: None, rb: Callable[..., Any], r: Any, ruby_worker: Callable[..., Any]
 ) -> None:
     jid = activejob_jobs.hello.perform_async("from python", {"count": 2, "nested": {"deep": [1, None]}})
     [stored] = [json.loads(x) for x in r.lrange("queue:mailers", 0, -1)]
@@ -120,3 +124,48 @@ def test_python_enqueues_what_rails_runs(
 def test_reserved_activejob_keys_are_refused_at_enqueue(wurk: Wurk) -> None:
     with pytest.raises(TypeError, match="_aj_globalid"):
         activejob_jobs.hello.perform_async({"_aj_globalid": "gid://x"})
+
+
+# The two checks above that need Rails' ActiveJob in Ruby (Debian's ruby-activejob).
+NEEDS_ACTIVEJOB = "test_rails_perform_later_reaches_the_python_job_with_arguments_decoded or test_python_enqueues_what_rails_runs"
+WITHOUT_ACTIVEJOB = Path(__file__).resolve().parent / "ruby" / "without_activejob.rb"
+
+
+def run_without_activejob(require_ruby: bool) -> subprocess.CompletedProcess[str]:
+    """This file's ActiveJob checks in a pytest of their own, with Ruby unable to load ActiveJob."""
+    env = {k: v for k, v in os.environ.items() if k != "WURK_REQUIRE_RUBY"}
+    env["RUBYOPT"] = f"{env.get('RUBYOPT', '')} -r{WITHOUT_ACTIVEJOB}".strip()
+    if require_ruby:
+        env["WURK_REQUIRE_RUBY"] = "1"
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rsE",
+            "-p",
+            "no:cacheprovider",
+            __file__,
+            "-k",
+            NEEDS_ACTIVEJOB,
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.slow
+def test_without_ruby_activejob_its_checks_are_skipped_with_the_reason_or_fail_in_ci(ruby: None) -> None:
+    laptop = run_without_activejob(require_ruby=False)
+    summary = laptop.stdout.strip().splitlines()[-1]
+    assert laptop.returncode == 0 and "2 skipped" in summary and "passed" not in summary, laptop.stdout
+    assert laptop.stdout.count("apt-get install ruby-activejob") == 2, laptop.stdout
+
+    ci = run_without_activejob(require_ruby=True)
+    summary = ci.stdout.strip().splitlines()[-1]
+    assert ci.returncode != 0 and "2 errors" in summary and "skipped" not in summary, ci.stdout
+    assert "WURK_REQUIRE_RUBY=1 but ruby cannot load ActiveJob" in ci.stdout, ci.stdout

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import DeadSet, RetrySet
 from django_wurk.core import wire
-from django_wurk.core.api import DeadSet, RetrySet
 from django_wurk.core.registry import registry
 from django_wurk.core.worker import Launcher
 from django_wurk.core.worker.retry import default_delay

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Wurk
-from django_wurk.core.api import ProcessSet, Stats, Workers
+from django_wurk.api import ProcessSet, Stats, Workers
 from django_wurk.core.config import QueueSpec
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for

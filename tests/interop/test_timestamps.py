@@ -1,9 +1,10 @@
 """Job timestamps across versions: float seconds (the default) are read right by Sidekiq 6.4;
 ``TIMESTAMPS="ms"`` writes Sidekiq 8's shape, which 6.4 misreads; our reader takes both.
 
-The one real fork in the wire format (``sidekiq-wire.md`` §1, §10): Sidekiq <= 7 writes
-``created_at``/``enqueued_at``/``failed_at``/``retried_at`` as float epoch seconds, Sidekiq 8
-as integer epoch milliseconds. Sorted-set scores are seconds in every version and style.
+The one real fork in the wire format (docs/interop.md, "Which settings for which Sidekiq"):
+Sidekiq <= 7 writes ``created_at``/``enqueued_at``/``failed_at``/``retried_at`` as float
+epoch seconds, Sidekiq 8 as integer epoch milliseconds. Sorted-set scores are seconds in
+every version and style.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
+from django_wurk.api import DeadSet, JobRecord, Queue, RetrySet
 from django_wurk.core import wire
-from django_wurk.core.api import DeadSet, JobRecord, Queue, RetrySet
 from django_wurk.core.wire import TimestampStyle
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
@@ -29,9 +30,9 @@ MS = TimestampStyle.INT_MILLISECONDS
 #: Sidekiq's scheduled-set poll interval when a Ruby worker runs here (app.rb reads it).
 FAST_POLL = {"SIDEKIQ_POLL": "0.2"}
 
-# The composed vectors of sidekiq-wire.md §11 (values are made up; key order and JSON types
-# are Sidekiq's). (a) plain job, 8.x; (b) the same, 6.4/7.x; (c) scheduled, 8.x; (d) after two
-# failed retries, 8.x; (f) dead after three retries, 8.x.
+# Composed payloads (values made up; key order and JSON types as Sidekiq's client.rb,
+# job_util.rb and job_retry.rb write them). (a) plain job, 8.x; (b) the same, 6.4/7.x;
+# (c) scheduled, 8.x; (d) after two failed retries, 8.x; (f) dead after three retries, 8.x.
 VECTOR_A = """{"retry":true,"queue":"default","args":[1,"two",{"k":3.5}],"class":"HardJob",
 "jid":"b4a577edbccf1d805744efa9","created_at":1767225600123,"enqueued_at":1767225600125}"""
 VECTOR_B = """{"retry":true,"queue":"default","args":[1,"two",{"k":3.5}],"class":"HardJob",
@@ -112,7 +113,7 @@ def test_ms_timestamps_match_sidekiq_8s_payload_shapes(
     wurk: Wurk, r: Any, start_python_worker: Callable[..., Any]
 ) -> None:
     """Key set, key order and JSON types of what we write with ``TIMESTAMPS="ms"`` equal the
-    Sidekiq 8 vectors (a), (c), (d) and (f) of sidekiq-wire.md §11."""
+    Sidekiq 8 payloads (a), (c), (d) and (f) above."""
     start_python_worker(timestamps=MS)
     before = time.time()
     queued = Record.set(queue="wire_idle").perform_async(1, "two", {"k": 3.5})
@@ -182,7 +183,7 @@ def test_our_reader_takes_each_field_in_either_style(
 def test_sidekiq_64_misreads_int_ms_timestamps_but_still_runs_the_jobs(
     wurk: Wurk, r: Any, rb: Callable[..., Any], ruby_worker: Callable[..., Any], test_config: Any
 ) -> None:
-    """Known difference (sidekiq-wire.md §1, §12): 6.x/7.x take every job timestamp for
+    """Known difference (docs/interop.md, "Which settings"): 6.x/7.x take every job timestamp for
     seconds, so ``TIMESTAMPS="ms"`` is for fleets where every Ruby process and Web UI is 8.x."""
     wurk.configure(test_config.replace(timestamps=MS))
     ruby_worker("ruby", concurrency=1, env=FAST_POLL)

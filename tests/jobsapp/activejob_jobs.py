@@ -16,7 +16,7 @@ def hello(*args: Any, **kwargs: Any) -> None:
 
 @job(wire_name="MyRailsJob", queue="vectors_aj")
 def my_rails_job(*args: Any) -> None:
-    """The class of the real Rails 6.1 payload in shared/vectors/queue_job_activejob.json."""
+    """The class of the real Rails 6.1 payload in tests/vectors/queue_job_activejob.json."""
     import json
 
     wurk.redis.rpush("seen:MyRailsJob", json.dumps(list(args)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -143,3 +144,59 @@ class SoakJob(Job):
         if "retry_count" not in self.payload and int(self.jid[:6], 16) % 100 == 0:
             raise RuntimeError(f"soak failure for job {n}")
         wurk.redis.sadd("soak:done", self.jid)
+
+
+#: The event loop of every async job run in this process, in run order (in-process workers).
+async_loops: list[asyncio.AbstractEventLoop] = []
+
+
+@job
+async def async_echo(*args: Any) -> str:
+    """An ``async def`` job: it records only after an await, so a run that never awaited shows."""
+    await asyncio.sleep(0)
+    async_loops.append(asyncio.get_running_loop())
+    record("async_echo", {"args": list(args), "thread": threading.current_thread().name})
+    return "done"
+
+
+@job(retry=2)
+async def async_fails(n: int) -> None:
+    await asyncio.sleep(0)
+    raise ValueError(f"async boom {n}")
+
+
+class AsyncPerform(Job):
+    """A job class whose ``perform`` is ``async def``."""
+
+    wire_name = "AsyncPerform"
+
+    async def perform(self, n: int) -> None:
+        await asyncio.sleep(0)
+        record("AsyncPerform", {"n": n, "jid": self.jid})
+
+
+async def _record_later(name: str, value: Any) -> None:
+    await asyncio.sleep(0)
+    record(name, value)
+
+
+@job
+def returns_a_coroutine(n: int) -> Any:
+    """A plain ``def`` that hands back a coroutine: the worker runs it, as if it were ``async def``."""
+    return _record_later("returns_a_coroutine", n)
+
+
+@job
+def leaves_a_thread(seconds: float) -> None:
+    """Starts a non-daemon thread that outlives the job (and would keep a process from exiting)."""
+    threading.Thread(target=time.sleep, args=(seconds,), name="left-behind-by-a-job", daemon=False).start()
+    record("leaves_a_thread", seconds)
+
+
+@job
+async def async_sleeps(seconds: float) -> None:
+    record("async_sleeps-start", seconds)
+    try:
+        await asyncio.sleep(seconds)
+    finally:
+        record("async_sleeps-ended", seconds)

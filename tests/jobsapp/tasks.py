@@ -41,3 +41,18 @@ async def async_double(n: int) -> int:
 @task()
 def record_task(value: Any) -> None:
     wurk.redis.rpush("seen:record_task", json.dumps(value))
+
+
+#: The running loop of each ``loop_bound`` run, in run order (in-process workers).
+task_loops: list[Any] = []
+
+
+@task()
+async def loop_bound() -> str:
+    """Reports where it ran: the worker thread's own loop, kept from one run to the next."""
+    import asyncio
+    import threading
+
+    task_loops.append(asyncio.get_running_loop())
+    await asyncio.sleep(0)
+    return threading.current_thread().name

@@ -6,6 +6,7 @@ prefixed ``testing.`` so they cannot clash with the jobs other tests define.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from django_wurk import Job, job
@@ -50,3 +51,17 @@ class SeesPayload(Job):
     def perform(self, *args: Any) -> list[Any]:
         calls.append(("SeesPayload", {"jid": self.jid, "payload": dict(self.payload), "args": list(args)}))
         return list(args)
+
+
+@job(wire_name="testing.async_collect")
+async def async_collect(*args: Any) -> int:
+    await asyncio.sleep(0)
+    calls.append(("async_collect", list(args)))
+    return len(args)
+
+
+@job(wire_name="testing.async_explode")
+async def async_explode(message: str) -> None:
+    await asyncio.sleep(0)
+    calls.append(("async_explode", message))
+    raise RuntimeError(message)

@@ -1,9 +1,10 @@
 """The heartbeat: tell Redis (and so Sidekiq's Web UI and API) that this process is alive.
 
 Every beat flushes the in-memory stats, rewrites the busy-work hash, and refreshes the
-process hash with a 60-second TTL, in Sidekiq's exact shape (``sidekiq-wire.md`` §4). The
-same round trip pops one remote signal from ``<identity>-signals`` (TSTP quiet, TERM
-stop, TTIN thread dump), which is how a Web UI's Quiet and Stop buttons reach us.
+process hash with a 60-second TTL, in Sidekiq's exact shape (Sidekiq 6.4.1
+lib/sidekiq/launcher.rb; docs/interop.md). The same round trip pops one remote signal
+from ``<identity>-signals`` (TSTP quiet, TERM stop, TTIN thread dump), which is how a Web
+UI's Quiet and Stop buttons reach us.
 """
 
 from __future__ import annotations
@@ -15,17 +16,20 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, version, wire
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.stats import Stats, queue_flush
+from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
-    from django_wurk.core.worker.manager import Manager
 
 logger = logging.getLogger("django_wurk.heartbeat")
+
+#: The commands that add the drained counts to Redis's counters (``stats.queue_flush``).
+COUNTER_COMMANDS = frozenset({"INCRBY", "HINCRBY", "BITFIELD"})
 
 
 def rss_kb() -> int:
@@ -45,7 +49,7 @@ class Heartbeat:
         self,
         wurk: Wurk,
         identity: str,
-        manager: Manager,
+        work: WorkSet,
         stats: Stats,
         outage: Outage,
         on_signal: Callable[[str], None],
@@ -53,7 +57,7 @@ class Heartbeat:
         self.wurk = wurk
         self.config = wurk.config
         self.identity = identity
-        self.manager = manager
+        self.work = work
         self.stats = stats
         self.outage = outage
         self.on_signal = on_signal
@@ -62,6 +66,8 @@ class Heartbeat:
         self.quiet = False
         self.thread = threading.Thread(target=self.run, name="wurk-heartbeat", daemon=True)
         self._info = wire.dumps(self.info())
+        #: Counters already reported as holding junk, so each is reported once.
+        self._junk: set[tuple[str, ...]] = set()
 
     def info(self) -> dict[str, Any]:
         config = self.config
@@ -106,7 +112,7 @@ class Heartbeat:
     def _beat(self, counts: tuple[Any, ...]) -> None:
         redis = self.wurk.redis
         identity = self.identity
-        busy = self.manager.snapshot()
+        busy = self.work.snapshot()
 
         pipe = redis.pipeline(transaction=True)
         queue_flush(pipe, *counts)
@@ -124,7 +130,7 @@ class Heartbeat:
             if work:
                 pipe.hset(key, mapping=work)
                 pipe.expire(key, keys.PROCESS_TTL)
-        pipe.execute()
+        self._flush(pipe)
 
         started = time.perf_counter()
         redis.ping()
@@ -150,6 +156,34 @@ class Heartbeat:
         if signal:
             self.on_signal(signal.decode("utf-8", "replace"))
 
+    def _flush(self, pipe: Any) -> None:
+        """Run a transaction that adds counts to the counters, whatever a counter holds.
+
+        A counter someone set to ``"abc"`` (or past 64 bits) refuses INCRBY. In a MULTI the
+        other commands still run, but the error used to end the beat before the process hash
+        was written: the worker looked dead, and would be reaped, while it ran. Such a
+        counter is reported once (ERROR) and left as it is, for a person to repair; its
+        counts are dropped rather than kept for a flush that would fail the same way. Any
+        other error reply is raised as before.
+        """
+        commands = [args for args, _ in pipe.command_stack]
+        for args, reply in zip(commands, pipe.execute(raise_on_error=False), strict=True):
+            if not isinstance(reply, ResponseError):
+                continue
+            name = str(args[0]).upper()
+            if name not in COUNTER_COMMANDS:
+                raise reply
+            counter = tuple(str(a) for a in args[1 : 3 if name == "HINCRBY" else 2])
+            if counter in self._junk:
+                continue
+            self._junk.add(counter)
+            logger.error(
+                "counter %s cannot be added to (%s); it is left as it is and not updated until it "
+                "is repaired (DEL it, or SET it to a number). Said once per process",
+                " field ".join(counter),
+                reply,
+            )
+
     def stop(self) -> None:
         """Final flush, then leave the process set; the process hash is left to expire (as Sidekiq does)."""
         self.stopping.set()
@@ -161,6 +195,6 @@ class Heartbeat:
             queue_flush(pipe, *counts)
             pipe.srem(keys.PROCESSES, self.identity)
             pipe.unlink(keys.work(self.identity), keys.legacy_workers(self.identity))
-            pipe.execute()
+            self._flush(pipe)
         except RedisError as exc:
             logger.error("could not deregister %s from Redis at shutdown: %s", self.identity, exc)

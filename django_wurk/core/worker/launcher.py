@@ -4,11 +4,17 @@ Start: the first heartbeat goes out before any job is fetched (so the process is
 in the Web UI from its first job), then the poller and the processor threads start.
 Signals, from the OS or from ``<identity>-signals`` in Redis, arrive on one queue and are
 acted on by the thread that called ``run()``: TSTP quiets, TERM/INT stop, TTIN dumps every
-thread's stack to the log.
+thread's stack to the log. A second TERM/INT while stopping cuts the wait for running jobs
+short: they are pushed back at once, as they would be at the timeout.
+
+Stop: a job may leave a non-daemon thread running, which would keep the interpreter from
+exiting forever; ``guard_exit()`` ends such a process once the shutdown timeout and a
+short grace have passed.
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import queue
@@ -33,6 +39,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("django_wurk.launcher")
 
 HANDLED_SIGNALS = ("TERM", "INT", "TSTP", "TTIN")
+STOP_SIGNALS = ("TERM", "INT")
+#: How long after the shutdown timeout threads that jobs left running may still finish.
+LEFTOVER_GRACE = 2.0
 
 
 class Launcher:
@@ -45,11 +54,17 @@ class Launcher:
         self.manager = Manager(wurk, self.stats, self.outage, self.identity)
         self.reaper = Reaper(wurk, self.identity, self.outage) if self.config.fetch == "reliable" else None
         self.poller = Poller(wurk, self.outage)
-        self.heartbeat = Heartbeat(wurk, self.identity, self.manager, self.stats, self.outage, self.signal)
+        self.heartbeat = Heartbeat(
+            wurk, self.identity, self.manager.work, self.stats, self.outage, self.signal
+        )
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.stopped = threading.Event()
+        #: Set by a second TERM/INT during the stop. The main thread only polls it, never
+        #: waits on it, so the OS signal handler (which runs in that thread) can always set it.
+        self.hurry = threading.Event()
+        self._stop_began: float | None = None
         self._started = False
 
     # Lifecycle -----------------------------------------------------------------------
@@ -89,10 +104,15 @@ class Launcher:
         """Drain within the timeout, push back what is left, leave the process set."""
         if self.stopped.is_set():
             return
+        if self._stop_began is None:
+            self._stop_began = time.monotonic()
+        self._hurry_if_stop_signal_queued()
         logger.info("shutting down; waiting up to %.0f s for running jobs", self.config.timeout)
         self.heartbeat.quiet = True
         if self._started:
-            pushed_back = self.manager.stop(self.config.timeout)
+            pushed_back = self.manager.stop(self.config.timeout, self.hurry)
+            if self.hurry.is_set():
+                logger.warning("second stop signal: not waiting any longer for running jobs")
             if pushed_back:
                 logger.warning("pushed %d unfinished job(s) back to their queues", pushed_back)
             self.poller.stop()
@@ -101,6 +121,54 @@ class Launcher:
         self.heartbeat.stop()
         self.stopped.set()
         logger.info("stopped %s", self.identity)
+
+    def _hurry_if_stop_signal_queued(self) -> None:
+        """A TERM/INT that came before the stop began, after the one that started it."""
+        while True:
+            try:
+                name = self.signals.get_nowait()
+            except queue.Empty:
+                return
+            if name in STOP_SIGNALS:
+                self.hurry.set()
+
+    def guard_exit(self) -> None:
+        """See that the process ends after the stop even if jobs left threads running.
+
+        For the process's owner (``runwurk``), once the worker has stopped: the interpreter
+        joins every non-daemon thread before it exits, so one a job left behind would keep
+        the process alive forever, deaf to further signals. A daemon thread waits until the
+        shutdown timeout (counted from when the stop began) plus ``LEFTOVER_GRACE``, or a
+        second TERM/INT; if such threads are still running then, it names them in the log,
+        runs the exit handlers the interpreter would have run, and ends the process with
+        status 0 (the worker itself stopped cleanly). A process that exits first takes the
+        daemon thread with it.
+        """
+        began = self._stop_began if self._stop_began is not None else time.monotonic()
+        deadline = began + self.config.timeout + LEFTOVER_GRACE
+
+        def watch() -> None:
+            self.hurry.wait(max(0.0, deadline - time.monotonic()))
+            main = threading.main_thread()
+            left = [t for t in threading.enumerate() if t is not main and not t.daemon and t.is_alive()]
+            if not left:
+                return  # the interpreter is past joining threads: let it finish its exit
+            logger.error(
+                "%d non-daemon thread(s) still running %.1f s after the stop began%s, most likely "
+                "started by a job: %s; exiting without waiting for them",
+                len(left),
+                time.monotonic() - began,
+                " (second stop signal)" if self.hurry.is_set() else "",
+                ", ".join(repr(t.name) for t in left),
+            )
+            try:
+                atexit._run_exitfuncs()  # what a normal exit would run after joining threads
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(0)
+
+        threading.Thread(target=watch, name="wurk-exit-guard", daemon=True).start()
 
     def run(self, handle_os_signals: bool = True) -> None:
         """Start, act on signals until told to stop, then stop. Blocks."""
@@ -115,7 +183,7 @@ class Launcher:
                     name = self.signals.get(timeout=1.0)
                 except queue.Empty:
                     continue
-                if name in ("TERM", "INT"):
+                if name in STOP_SIGNALS:
                     break
                 self.handle(name)
         finally:
@@ -125,7 +193,10 @@ class Launcher:
 
     def signal(self, name: str) -> None:
         """Deliver a signal by name (from the OS handler, Redis, or a test)."""
-        self.signals.put(name.upper().removeprefix("SIG"))
+        name = name.upper().removeprefix("SIG")
+        if name in STOP_SIGNALS and self._stop_began is not None:
+            self.hurry.set()  # nothing reads the queue any more: the stop is under way
+        self.signals.put(name)
 
     def handle(self, name: str) -> None:
         if name == "TSTP":

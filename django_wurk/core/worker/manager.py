@@ -12,15 +12,18 @@ import ctypes
 import logging
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.core.worker.fetch import UnitOfWork, fetch_for
+from django_wurk.core import coroutines
+from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.processor import Processor, Shutdown, Work
+from django_wurk.core.worker.processor import Processor, Shutdown
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
+from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -32,9 +35,12 @@ def interrupt(thread: threading.Thread) -> None:
     """Raise ``Shutdown`` in another thread at its next bytecode (C calls run to completion)."""
     if thread.ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(Shutdown))
+        coroutines.wake(thread)  # an async job's loop may be asleep in select()
 
 
 class Manager:
+    """Owns the processor threads and what they share: the fetcher, the retry handler, the running jobs."""
+
     def __init__(self, wurk: Wurk, stats: Stats, outage: Outage, identity: str) -> None:
         self.wurk = wurk
         self.config = wurk.config
@@ -42,22 +48,36 @@ class Manager:
         self.outage = outage
         self.fetch = fetch_for(self.config, wurk.redis, wurk.scripts, identity)
         self.retry = RetryHandler(wurk)
-        self.lock = threading.Lock()
-        self.busy: dict[str, Work] = {}
+        #: The jobs running now; the heartbeat reports them.
+        self.work = WorkSet()
         self.quieting = threading.Event()
+        self._lock = threading.Lock()
         self.processors: list[Processor] = []
+        self._reclaiming = threading.Lock()
 
     def start(self) -> None:
         for i in range(self.config.concurrency):
             self._spawn(i)
 
     def _spawn(self, index: int) -> None:
-        processor = Processor(self, index)
+        processor = Processor(
+            self.wurk,
+            index,
+            fetch=self.fetch,
+            retry=self.retry,
+            stats=self.stats,
+            outage=self.outage,
+            work=self.work,
+            quieting=self.quieting,
+            on_died=self.processor_died,
+            on_fetch_lost=self.reclaim_strays,
+        )
         self.processors.append(processor)
         processor.start()
 
     def processor_died(self, processor: Processor) -> None:
-        with self.lock:
+        """A processor's thread ended on an unexpected error: start another in its place."""
+        with self._lock:
             if processor in self.processors:
                 index = self.processors.index(processor)
                 self.processors.remove(processor)
@@ -66,24 +86,65 @@ class Manager:
         if not self.quieting.is_set():
             self._spawn(index)
 
-    def snapshot(self) -> dict[str, Work]:
-        with self.lock:
-            return dict(self.busy)
+    def reclaim_strays(self) -> bool:
+        """Push back jobs in this process's private lists that none of its threads holds.
+
+        A fetch whose connection failed may still have run on the server and moved a job
+        into a private list; its reply was lost, so no thread runs that job, and the reaper
+        leaves the lists of a live process alone. False if it could not decide yet (a fetch
+        of another thread did not end in time); Redis errors propagate to the caller.
+        """
+        fetch = self.fetch
+        if not isinstance(fetch, ReliableFetch):
+            return True  # with basic fetch such a job left Redis with the lost reply
+        with self._reclaiming:
+            listed = fetch.listed()
+            # A fetch under way when the lists were read may have moved a job there whose reply
+            # is still coming; it is held once that fetch ends. Bounded by its socket timeouts.
+            config = self.config
+            deadline = time.monotonic() + 3 * config.redis_socket_timeout + 2 * config.fetch_timeout
+            for p in list(self.processors):
+                count = p.fetches  # before ``fetching``: a fetch that ends in between changes it
+                if not p.fetching:
+                    continue
+                while p.fetches == count and p.thread.is_alive():
+                    if time.monotonic() > deadline:
+                        return False
+                    time.sleep(0.01)  # a rare path: no event on the per-job path for it
+            held = Counter((p.holding.queue, p.holding.raw) for p in list(self.processors) if p.holding)
+            strays = []
+            for unit in listed:
+                if held[(unit.queue, unit.raw)]:
+                    held[(unit.queue, unit.raw)] -= 1
+                else:
+                    strays.append(unit)
+            moved = fetch.push_back(strays)  # each move only if the job is still there
+        if moved:
+            logger.warning(
+                "pushed %d job(s) back to their queues from this process's private lists: a fetch "
+                "moved them there but its reply was lost with the connection",
+                moved,
+            )
+        return True
 
     def quiet(self) -> None:
         self.quieting.set()
 
-    def stop(self, timeout: float) -> int:
-        """Quiet, wait up to ``timeout``, push back what is unfinished; returns how many were pushed back."""
+    def stop(self, timeout: float, hurry: threading.Event | None = None) -> int:
+        """Quiet, wait up to ``timeout``, push back what is unfinished; returns how many were pushed back.
+
+        ``hurry``, once set, ends the wait early (a second TERM). It is only polled, never
+        waited on, so an OS signal handler may set it while this thread is in here.
+        """
         self.quiet()
         deadline = time.monotonic() + timeout
         for p in list(self.processors):
-            p.thread.join(max(0.0, deadline - time.monotonic()))
-        with self.lock:
-            unfinished = [w for w in self.busy.values() if not w.finished]
-            for work in unfinished:
-                work.abandoned = True
-                interrupt(work.thread)
+            while p.thread.is_alive() and not (hurry is not None and hurry.is_set()):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                p.thread.join(min(remaining, 0.1) if hurry is not None else remaining)
+        unfinished = self.work.interrupt_unfinished(interrupt)
         if not unfinished:
             if self.config.fetch == "reliable":
                 self._push_back([], deadline=time.monotonic() + max(timeout, 5.0))  # leftovers, if any
@@ -92,8 +153,7 @@ class Manager:
         grace = time.monotonic() + 1.0
         for work in unfinished:
             work.thread.join(max(0.0, grace - time.monotonic()))
-        with self.lock:
-            requeue = [w.unit for w in unfinished if not w.finished]
+        requeue = self.work.still_unfinished(unfinished)
         self._push_back(requeue, deadline=time.monotonic() + max(timeout, 5.0))
         return len(requeue)
 
@@ -107,22 +167,21 @@ class Manager:
         """
         if not units and self.config.fetch == "basic":
             return
-        while True:
-            try:
-                self.fetch.requeue(units)
-                self.outage.recovered()
-                for unit in units:
-                    logger.warning("pushed an unfinished job back to queue %r", unit.queue)
-                return
-            except RedisError as exc:
-                self.outage.failed(exc)
-                if time.monotonic() > deadline:
-                    for unit in units:
-                        logger.critical(
-                            "could not push an unfinished job back to queue %r (%s); its payload: %r",
-                            unit.queue,
-                            exc,
-                            unit.raw,
-                        )
-                    return
-                time.sleep(self.outage.backoff())
+
+        def requeue() -> bool:
+            self.fetch.requeue(units)
+            return True
+
+        def give_up(exc: RedisError) -> bool:
+            for unit in units:
+                logger.critical(
+                    "could not push an unfinished job back to queue %r (%s); its payload: %r",
+                    unit.queue,
+                    exc,
+                    unit.raw,
+                )
+            return False
+
+        if self.outage.ride_out(requeue, deadline, give_up):
+            for unit in units:
+                logger.warning("pushed an unfinished job back to queue %r", unit.queue)

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections.abc import Callable
+from typing import TypeVar
+
+from redis.exceptions import RedisError
 
 from django_wurk.core.config import redact_url
 
 logger = logging.getLogger("django_wurk.redis")
+
+T = TypeVar("T")
 
 
 class Outage:
@@ -66,3 +73,26 @@ class Outage:
 
     def backoff(self) -> float:
         return min(0.1 * 2.0 ** min(self._streak(), 8), self.MAX_BACKOFF)
+
+    def ride_out(self, action: Callable[[], T], deadline: float, on_give_up: Callable[[RedisError], T]) -> T:
+        """``action()``, tried again with back-off while Redis is unreachable, until ``deadline``.
+
+        For the writes a worker must not drop (acknowledging a finished job, recording a
+        failure, pushing unfinished jobs back at stop): they wait out a short outage where
+        the loops would simply try again on their next pass. ``deadline`` is a
+        ``time.monotonic()`` time; once an attempt fails after it, ``on_give_up`` is given
+        the last error and its result returned, so the caller says what is lost and where
+        (the log, at CRITICAL, is the last place a job's payload can be kept). Any other
+        exception is not an outage and is raised at once: trying again would fail the same way.
+        """
+        while True:
+            try:
+                result = action()
+            except RedisError as exc:
+                self.failed(exc)
+                if time.monotonic() > deadline:
+                    return on_give_up(exc)
+                time.sleep(self.backoff())
+                continue
+            self.recovered()
+            return result

@@ -2,7 +2,8 @@
 
 Everything that can go wrong with data in Redis is handled here without killing the
 thread: an undecodable payload is buried with a reason, an unknown class fails and
-retries, and a Redis outage makes the thread back off instead of spinning.
+retries, a failure whose retry cannot be written is buried with its original bytes, and a
+Redis outage makes the thread back off instead of spinning.
 """
 
 from __future__ import annotations
@@ -12,23 +13,28 @@ import logging
 import os
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.core import wire
-from django_wurk.core.worker.fetch import UnitOfWork
-from django_wurk.core.worker.retry import bury
+from django_wurk.core import coroutines, wire
+from django_wurk.core.dead_set import bury, invalid_payload_envelope
+from django_wurk.core.engine import Execution
+from django_wurk.core.worker.fetch import Fetch, UnitOfWork
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.retry import RetryHandler
+from django_wurk.core.worker.stats import Stats
+from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
-    from django_wurk.core.worker.manager import Manager
+    from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.processor")
 job_logger = logging.getLogger("django_wurk.job")
 
-#: The class name an undecodable payload is filed under in the dead set.
-INVALID_PAYLOAD_CLASS = "django_wurk.InvalidPayload"
+#: How long a thread on its way out waits through an outage to acknowledge its last job.
+ACKNOWLEDGE_WITHIN = 10.0
 
 
 class Shutdown(BaseException):
@@ -46,112 +52,115 @@ def thread_id() -> str:
     return out or "0"
 
 
-@dataclass
-class Work:
-    """A job being run, as the heartbeat reports it."""
-
-    unit: UnitOfWork
-    thread: threading.Thread
-    run_at: int = field(default_factory=lambda: int(time.time()))
-    finished: bool = False
-    abandoned: bool = False
-
-
-def invalid_payload_envelope(unit: UnitOfWork, error: wire.PayloadError, style: wire.TimestampStyle) -> str:
-    """Wrap a payload we cannot run so the dead set says why and keeps every byte of it.
-
-    The original text is the single argument (base64 when it is not UTF-8). ``retry: 0``
-    means a "Retry" from a dashboard sends it straight back to the dead set rather than
-    discarding it.
-    """
-    now = wire.now_stamp(style)
-    envelope: dict[str, Any] = {"retry": 0, "queue": unit.queue, "class": INVALID_PAYLOAD_CLASS}
-    try:
-        envelope["args"] = [unit.raw.decode("utf-8")]
-    except UnicodeDecodeError:
-        import base64
-
-        envelope["args"] = []
-        envelope["payload_base64"] = base64.b64encode(unit.raw).decode("ascii")
-    envelope.update(
-        jid=wire.new_jid(),
-        created_at=now,
-        enqueued_at=now,
-        error_message=str(error),
-        error_class=error.error_class,
-        failed_at=now,
-        retry_count=0,
-    )
-    return wire.dumps(envelope)
-
-
 class Processor:
-    def __init__(self, manager: Manager, index: int) -> None:
-        self.manager = manager
+    """One job thread. Its collaborators are given to it; it tells its owner two events.
+
+    ``quieting`` is the manager's "stop fetching" flag, ``work`` the set of running jobs it
+    shares with the heartbeat and the manager's stop. ``on_died`` is called when the thread
+    ends on an unexpected error (the manager starts another in its place); ``on_fetch_lost``
+    after a fetch failed and Redis answers again (the manager pushes back a job that fetch
+    may have moved into the private list; False means "not decided yet, ask again").
+    """
+
+    def __init__(
+        self,
+        wurk: Wurk,
+        index: int,
+        *,
+        fetch: Fetch,
+        retry: RetryHandler,
+        stats: Stats,
+        outage: Outage,
+        work: WorkSet,
+        quieting: threading.Event,
+        on_died: Callable[[Processor], None],
+        on_fetch_lost: Callable[[], bool],
+    ) -> None:
+        self.wurk = wurk
         self.index = index
-        self.wurk = manager.wurk
+        self.fetch = fetch
+        self.retry = retry
+        self.stats = stats
+        self.outage = outage
+        self.work = work
+        self.quieting = quieting
+        self.on_died = on_died
+        self.on_fetch_lost = on_fetch_lost
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
+        # Read by Manager.reclaim_strays from another thread; written in this order (holding,
+        # then fetches, then fetching) so a job a fetch moved is held before the fetch is over.
+        #: The job this thread fetched and has not acknowledged: running, or finished and
+        #: waiting for the acknowledgement that rides on the next fetch.
+        self.holding: UnitOfWork | None = None
+        #: Fetch calls ended, successful or not, and whether one is under way.
+        self.fetches = 0
+        self.fetching = False
 
     def start(self) -> None:
         self.thread.start()
 
     def run(self) -> None:
-        manager = self.manager
         self.tid = thread_id()
         # The finished job whose acknowledgement rides on the next fetch (reliable fetch).
         pending: UnitOfWork | None = None
+        # Set when a fetch failed: the server may have run it (moved a job into our private
+        # list) before the connection died, e.g. when Redis is stopped between a command and
+        # its reply. Nobody else takes jobs from a live worker, so we look for it ourselves.
+        stray_check = False
         try:
-            while not manager.quieting.is_set():
+            while not self.quieting.is_set():
                 try:
-                    unit = manager.fetch.fetch(pending, self.index)
+                    if stray_check:
+                        stray_check = not self.on_fetch_lost()
+                    self.fetching = True
+                    unit = self.fetch.fetch(pending, self.index)
                 except RedisError as exc:
-                    manager.outage.failed(exc)
-                    manager.quieting.wait(manager.outage.backoff())
+                    self._fetch_ended(pending)
+                    stray_check = True
+                    self.outage.failed(exc)
+                    self.quieting.wait(self.outage.backoff())
                     continue
+                self._fetch_ended(unit)
                 pending = None
-                manager.outage.recovered()
+                self.outage.recovered()
                 if unit is not None and self.process(unit):
                     pending = unit
+                else:
+                    self.holding = None  # an outcome not recorded stays in the private list, unheld
         except Shutdown:
             pass
         except Exception as exc:
             # Nothing above should raise; if it does, say so loudly and let the manager replace us.
             logger.exception("processor thread crashed")
             self.wurk.report_error(exc, {"context": "processor thread"})
-            manager.processor_died(self)
+            self.on_died(self)
         finally:
             if pending is not None:
                 self._acknowledge(pending)
-            manager.fetch.release()
+            self.fetch.release()
+            coroutines.close_thread_loop()
+
+    def _fetch_ended(self, holding: UnitOfWork | None) -> None:
+        self.holding = holding
+        self.fetches += 1
+        self.fetching = False
 
     def _acknowledge(self, unit: UnitOfWork) -> None:
         """Acknowledge a finished job on the way out, riding out a short Redis outage."""
-        deadline = time.monotonic() + 10.0
-        while True:
-            try:
-                self.manager.fetch.acknowledge(unit)
-                return
-            except RedisError as exc:
-                self.manager.outage.failed(exc)
-                if time.monotonic() > deadline:
-                    logger.error("could not acknowledge a finished job (%s); it may run again", exc)
-                    return
-                time.sleep(self.manager.outage.backoff())
+
+        def give_up(exc: RedisError) -> None:
+            logger.error("could not acknowledge a finished job (%s); it may run again", exc)
+
+        self.outage.ride_out(
+            lambda: self.fetch.acknowledge(unit), time.monotonic() + ACKNOWLEDGE_WITHIN, give_up
+        )
 
     def process(self, unit: UnitOfWork) -> bool:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
-        manager = self.manager
-        work = Work(unit, self.thread)
-        with manager.lock:
-            manager.busy[self.tid] = work
-        try:
+        with self.work.running(self.tid, unit) as work:
             done = self._process(unit)
-            with manager.lock:
-                work.finished = True
+            self.work.finish(work)
             return done
-        finally:
-            with manager.lock:
-                manager.busy.pop(self.tid, None)
 
     def _process(self, unit: UnitOfWork) -> bool:
         wurk = self.wurk
@@ -159,27 +168,23 @@ class Processor:
             payload = wire.loads(unit.raw)
         except wire.PayloadError as error:
             logger.error("burying an unreadable job from queue %r: %s", unit.queue, error)
-            return self._record_outcome(
-                functools.partial(bury, wurk, invalid_payload_envelope(unit, error, wurk.config.timestamps)),
-                unit,
-            )
+            envelope = invalid_payload_envelope(unit.queue, unit.raw, error, wurk.config.timestamps)
+            return self._record_outcome(functools.partial(bury, wurk, envelope), unit)
 
         job_class_name = wire.job_display_class(payload)
         jid = payload.get("jid", "")
         log = job_logger.isEnabledFor(logging.INFO)
         if log:
             job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
-        job = None
+        execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
-            job = wurk.instantiate(wurk.resolve(payload), payload)
-            wurk.perform(job, payload)
+            execution.run()
         except Shutdown:
             raise
         except Exception as exc:
             elapsed = (time.monotonic() - started) * 1000
-            manager = self.manager
-            manager.stats.record(job_class_name, elapsed, True, time.time())
+            self.stats.record(job_class_name, elapsed, True, time.time())
             if log:
                 job_logger.info(
                     "fail: %.3f sec (%s: %s)",
@@ -190,10 +195,10 @@ class Processor:
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
-                functools.partial(manager.retry.handle, unit.raw, unit.queue, job, exc), unit
+                functools.partial(self.retry.handle, unit.raw, unit.queue, execution.job, exc), unit, exc
             )
         elapsed = (time.monotonic() - started) * 1000
-        self.manager.stats.record(job_class_name, elapsed, False, time.time())
+        self.stats.record(job_class_name, elapsed, False, time.time())
         if log:
             job_logger.info(
                 "done: %.3f sec",
@@ -202,27 +207,65 @@ class Processor:
             )
         return True
 
-    def _record_outcome(self, write: Any, unit: UnitOfWork) -> bool:
+    def _record_outcome(
+        self, write: Callable[[], object], unit: UnitOfWork, failure: BaseException | None = None
+    ) -> bool:
         """Write a retry/dead entry, riding out a Redis outage rather than dropping the job.
 
         False if Redis stayed down: the job is then not acknowledged, so with reliable fetch
         it stays in the private list and is pushed back at shutdown.
+
+        Any other error means the entry cannot be written at all (a value JSON cannot carry,
+        a field no rule can read): retrying would fail the same way, and leaving the job
+        unacknowledged would run it again at every restart. So the job goes to the dead set
+        instead, as the bytes it was fetched as, with ``failure`` and the error as reason.
         """
-        manager = self.manager
-        deadline = time.monotonic() + max(manager.wurk.config.timeout, 5.0) * 4
-        while True:
-            try:
+        wurk = self.wurk
+        deadline = time.monotonic() + max(wurk.config.timeout, 5.0) * 4
+
+        def give_up(exc: RedisError) -> bool:
+            logger.critical(
+                "could not record a failed job in Redis (%s); its payload from queue %r follows: %r",
+                exc,
+                unit.queue,
+                unit.raw,
+            )
+            return False
+
+        def record(write: Callable[[], object]) -> bool:
+            def attempt() -> bool:
                 write()
-                manager.outage.recovered()
                 return True
-            except RedisError as exc:
-                manager.outage.failed(exc)
-                if time.monotonic() > deadline:
-                    logger.critical(
-                        "could not record a failed job in Redis (%s); its payload from queue %r follows: %r",
-                        exc,
-                        unit.queue,
-                        unit.raw,
-                    )
-                    return False
-                time.sleep(manager.outage.backoff())
+
+            return self.outage.ride_out(attempt, deadline, give_up)
+
+        try:
+            return record(write)
+        except Exception as exc:
+            error = unrecordable(failure, exc)
+            logger.error("burying a job from queue %r as fetched: %s", unit.queue, error)
+            wurk.report_error(exc, {"context": "recording a job's outcome", "queue": unit.queue})
+        envelope = invalid_payload_envelope(unit.queue, unit.raw, error, wurk.config.timestamps)
+        try:
+            return record(functools.partial(bury, wurk, envelope))
+        except Exception as exc:  # not even the envelope could be written: say so, keep the job
+            logger.critical(
+                "could not bury a job whose outcome cannot be recorded (%s); "
+                "its payload from queue %r follows: %r",
+                exc,
+                unit.queue,
+                unit.raw,
+            )
+            return False
+
+
+def unrecordable(failure: BaseException | None, exc: BaseException) -> wire.PayloadError:
+    """The dead-set reason for a job whose outcome could not be written."""
+    why = f"{type(exc).__name__}: {wire.error_message(exc)}"
+    if failure is None:
+        return wire.PayloadError("InvalidPayload", f"its outcome could not be recorded ({why})")
+    return wire.PayloadError(
+        "InvalidPayload",
+        f"the job failed ({type(failure).__name__}: {wire.error_message(failure)}) and its retry "
+        f"could not be recorded ({why}); it is kept here as it was fetched",
+    )

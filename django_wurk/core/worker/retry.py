@@ -1,21 +1,28 @@
 """What happens when a job raises: retry later, bury in the dead set, or discard.
 
-The rules are Sidekiq's (``sidekiq-wire.md`` §3), with Sidekiq 8's jitter. The handler
+The rules are Sidekiq's (lib/sidekiq/job_retry.rb; docs/jobs.md), with Sidekiq 8's jitter. The handler
 starts again from the exact payload that was fetched, not from the copy the job and
 middleware may have changed, so a retry re-runs what was enqueued. Unknown payload keys
 (Pro's ``bid``, Enterprise's ``unique_for``...) ride along untouched.
+
+The fields it reads (``retry``, ``retry_count``, ``retry_for``, ``failed_at``,
+``retry_queue``, ``backtrace``) may hold anything another producer wrote. A value of the
+wrong type or out of range is treated as absent (or read as Ruby would, where Sidekiq
+accepts it), so an odd field never stops a failure from being recorded.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import re
 import time
 import traceback
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import keys, wire
+from django_wurk.core.dead_set import bury
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -23,35 +30,62 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_wurk.retry")
 
+#: A retry is never scheduled further ahead than this (about 100 years). A score must be a
+#: finite float: an absurd ``retry_count`` or ``retry_in`` must not overflow it.
+MAX_RETRY_DELAY = 100 * 365 * 86400.0
+
+_LEADING_INTEGER = re.compile(r"\s*[+-]?\d+")
+
 
 def default_delay(count: int) -> int:
     return count**4 + 15
 
 
 def jitter(count: int) -> int:
-    """Sidekiq 8: ``rand(10 * (count + 1))``, an integer in ``[0, 10(count+1))``."""
-    return random.randrange(10 * (count + 1))
+    """Sidekiq 8: ``rand(10 * (count + 1))``, an integer in ``[0, 10(count+1))``.
+
+    Ruby's ``rand`` takes a negative bound as its absolute value (a manual retry leaves
+    ``retry_count`` at -1, and a payload may hold less), and ``rand(0)`` adds nothing here.
+    """
+    bound = abs(10 * (count + 1))
+    return random.randrange(bound) if bound else 0
 
 
 def backtrace_lines(tb: TracebackType | None, limit: int) -> list[str]:
-    """Frames innermost first, as Ruby orders a backtrace, in Ruby's ``file:line:in `name'`` shape."""
+    """Frames innermost first, as Ruby orders a backtrace, in Ruby's ``file:line:in `name'`` shape.
+
+    A file name may hold undecodable bytes (as surrogate escapes); they are replaced, since
+    the backtrace is written as UTF-8.
+    """
     frames = traceback.extract_tb(tb)
     lines = [f"{f.filename}:{f.lineno}:in `{f.name}'" for f in reversed(frames)]
-    return lines[:limit]
+    return [line.encode("utf-8", "replace").decode("utf-8") for line in lines[:limit]]
 
 
-def bury(wurk: Wurk, payload: str | bytes, source: str | None = None, member: bytes | None = None) -> bool:
-    """Add to the dead set with Sidekiq's trims; with ``source``, only if ``member`` was still there.
+def backtrace_limit(value: Any, most: int) -> int | None:
+    """How many frames a payload's ``backtrace`` option asks for; None for no backtrace.
 
-    ``payload`` may be the exact bytes read from Redis, so a kill moves an entry unchanged.
+    ``true`` means all (up to ``most``), a number that many, a string its leading integer
+    (Ruby's ``to_i``: ``"abc"`` is 0). Any other value (a list, an object) is treated as
+    absent rather than stopping the retry.
     """
-    config = wurk.config
-    now = time.time()
-    script_keys = [keys.DEAD] if source is None else [keys.DEAD, source]
-    args: list[Any] = [repr(now), payload, repr(now - config.dead_timeout), config.dead_max_jobs]
-    if source is not None:
-        args.append(member)
-    return bool(wurk.scripts.bury(keys=script_keys, args=args))
+    if value is True:
+        return most
+    if not value or isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return min(value, most)
+    if isinstance(value, float):
+        return min(int(value), most)
+    if isinstance(value, str):
+        match = _LEADING_INTEGER.match(value)
+        return min(int(match.group()), most) if match else 0
+    return None
+
+
+def usable_count(value: Any) -> int | None:
+    """``retry_count`` if it is an integer (negative too: a manual retry lowers it to -1)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class RetryHandler:
@@ -72,30 +106,29 @@ class RetryHandler:
             self.wurk.report_death(msg, exc)
             return "dropped"
 
-        msg["queue"] = msg.get("retry_queue") or queue
+        retry_queue = msg.get("retry_queue")
+        msg["queue"] = retry_queue if isinstance(retry_queue, str) and retry_queue else queue
         msg["error_message"] = wire.error_message(exc)
         msg["error_class"] = wire.error_class(exc)
         now = time.time()
-        if "retry_count" in msg and isinstance(msg["retry_count"], int):
+        previous = usable_count(msg.get("retry_count"))
+        if previous is not None:
             msg["retried_at"] = wire.now_stamp(style, now)
-            msg["retry_count"] += 1
+            msg["retry_count"] = count = previous + 1
         else:
             msg["failed_at"] = wire.now_stamp(style, now)
-            msg["retry_count"] = 0
-        count: int = msg["retry_count"]
+            msg["retry_count"] = count = 0
 
-        backtrace = msg.get("backtrace")
-        if backtrace:
-            limit = (
-                config.backtrace_limit if backtrace is True else min(int(backtrace), config.backtrace_limit)
-            )
+        limit = backtrace_limit(msg.get("backtrace"), config.backtrace_limit)
+        if limit is not None:
             msg["error_backtrace"] = wire.encode_backtrace(backtrace_lines(exc.__traceback__, limit))
 
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else config.max_retries
         retry_for = msg.get("retry_for")
         if isinstance(retry_for, (int, float)) and not isinstance(retry_for, bool):
             failed_at = wire.read_stamp(msg.get("failed_at")) or now
-            exhausted = failed_at + retry_for < now
+            # Compared, not added: an int and a float compare exactly, whatever their size.
+            exhausted = now - failed_at > retry_for
         else:
             exhausted = count >= max_retries
 
@@ -104,12 +137,12 @@ class RetryHandler:
             if delay == "discard":
                 return self._discard(msg, exc)
             if not isinstance(delay, str):
-                score = now + delay + jitter(count)
+                score = now + min(delay + jitter(count), MAX_RETRY_DELAY)
                 self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): score})
                 return "retry"
         return self._exhausted(job, msg, exc)
 
-    def _delay(self, job: Any, count: int, exc: BaseException) -> float | str:
+    def _delay(self, job: Any, count: int, exc: BaseException) -> float | int | str:
         if job is not None:
             try:
                 custom = job.retry_in(count, exc)
@@ -119,7 +152,7 @@ class RetryHandler:
             if custom in ("discard", "kill"):
                 return str(custom)
             if isinstance(custom, (int, float)) and not isinstance(custom, bool) and custom > 0:
-                return float(custom)
+                return custom  # huge or infinite is capped by the caller
         return default_delay(count)
 
     def _exhausted(self, job: Any, msg: Payload, exc: BaseException) -> str:

@@ -17,15 +17,9 @@ from typing import Any
 
 from django_wurk.core import keys
 
-#: Exclusive upper bounds (ms) of the histogram buckets; the last bucket is unbounded.
-HISTOGRAM_BOUNDS = (
-    20, 30, 45, 65, 100, 150, 225, 335, 500, 750, 1100, 1700, 2500, 3800,
-    5750, 8500, 13000, 20000, 30000, 45000, 65000, 100000, 150000, 225000, 335000,
-)  # fmt: skip
-
 
 def histogram_bucket(ms: float) -> int:
-    return bisect.bisect_right(HISTOGRAM_BOUNDS, ms)
+    return bisect.bisect_right(keys.HISTOGRAM_BOUNDS, ms)
 
 
 @dataclass

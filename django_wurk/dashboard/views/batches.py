@@ -17,7 +17,8 @@ from django.urls import reverse
 from django_wurk.core import api
 from django_wurk.core.engine import wurk
 from django_wurk.core.features.batches import Batch, BatchSet, BatchStatus, DeadBatchSet, keys
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
 
 #: A search collects at most this many batches...

@@ -9,15 +9,11 @@ from django.urls import reverse
 
 from django_wurk.core import api, wire
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 
 ALL = "*"
 SIGNALS = {"quiet": "quieted", "stop": "told to stop"}
-
-
-def _embedded(process: api.Process) -> bool:
-    """Sidekiq 8 embedded processes ignore quiet and stop sent from a dashboard."""
-    return bool(process.info.get("embedded"))
 
 
 def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
@@ -26,9 +22,9 @@ def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
         {
             "process": p,
             "leader": p.leader,
-            "embedded": _embedded(p),
-            "labels": [str(label) for label in p.info.get("labels", []) or []],
-            "version": str(p.info.get("version", "")),
+            "embedded": p.embedded,
+            "labels": p.labels,
+            "version": p.version,
         }
         for p in processes
     ]
@@ -56,7 +52,7 @@ def signal(request: HttpRequest, site: AdminSite) -> HttpResponse:
         return back
     processes = list(api.ProcessSet(wurk))
     if identity == ALL:
-        targets = [p for p in processes if not _embedded(p)]
+        targets = [p for p in processes if not p.embedded]
         if not targets:
             notify(request, messages.WARNING, "There are no processes to signal.")
             return back
@@ -65,7 +61,7 @@ def signal(request: HttpRequest, site: AdminSite) -> HttpResponse:
         if not targets:
             notify(request, messages.WARNING, f"Process {identity} is no longer running.")
             return back
-        if _embedded(targets[0]):
+        if targets[0].embedded:
             notify(request, messages.WARNING, f"Process {identity} is embedded and cannot be signalled.")
             return back
     for p in targets:

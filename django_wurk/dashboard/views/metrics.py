@@ -9,7 +9,8 @@ from django.urls import reverse
 from django_wurk.core import metrics
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
-from django_wurk.dashboard.access import admin_url_name, render_page
+from django_wurk.dashboard.access import render_page
+from django_wurk.dashboard.nav import admin_url_name
 
 #: (query value, label, minutes); the first is the default.
 PERIODS = (("1h", "1 hour", 60), ("8h", "8 hours", 480), ("24h", "24 hours", 1440))

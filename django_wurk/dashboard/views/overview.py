@@ -11,11 +11,13 @@ from django.urls import reverse
 from django.utils.crypto import constant_time_compare
 from django.views.decorators.cache import never_cache
 
+from django_wurk.conf import app_settings
 from django_wurk.core import api
 from django_wurk.core.config import ConfigError
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
-from django_wurk.dashboard.access import UNAVAILABLE, View, admin_url_name, guard, render_page
+from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, View, guard, render_page
+from django_wurk.dashboard.nav import admin_url_name
 
 HISTORY_DAYS = (7, 30, 90, 180)
 #: Seconds between two polls of the live graph.
@@ -60,11 +62,11 @@ def stats_endpoint(site: AdminSite) -> View:
         if request.method not in ("GET", "HEAD"):
             return JsonResponse({"error": "method_not_allowed"}, status=405)
         try:
-            token = wurk.config.dashboard_stats_token
+            token = app_settings().dashboard_stats_token
             if not token or not constant_time_compare(header[7:].strip(), token):
                 return JsonResponse({"error": "unauthorized"}, status=401)
             return JsonResponse(stats_payload())
-        except (*UNAVAILABLE, ConfigError) as exc:
+        except (*UNAVAILABLE, *REFUSED, ConfigError) as exc:
             return JsonResponse({"error": "redis_unavailable", "message": str(exc)}, status=503)
 
     return view

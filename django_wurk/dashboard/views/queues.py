@@ -12,7 +12,8 @@ from django.urls import reverse
 
 from django_wurk.core import api
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, not_found, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
 
 #: Jobs on either side of the position a delete form was rendered at that are checked first.
@@ -44,6 +45,10 @@ def index(request: HttpRequest, site: AdminSite) -> HttpResponse:
 
 def detail(request: HttpRequest, site: AdminSite, name: str) -> HttpResponse:
     queue = api.Queue(name, wurk)
+    if not queue.known():
+        return not_found(
+            request, site, f"No queue named “{name}”.", tab="queues", back=("All queues", _listing(site))
+        )
     paging = pager(request)
     oldest_first = request.GET.get("order") == "oldest"
     paging.total = queue.size()

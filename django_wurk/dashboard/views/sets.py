@@ -17,7 +17,8 @@ from django.urls import reverse
 
 from django_wurk.core import activejob, api
 from django_wurk.core.engine import wurk
-from django_wurk.dashboard.access import admin_url_name, audit, notify, render_page
+from django_wurk.dashboard.access import audit, notify, render_page
+from django_wurk.dashboard.nav import admin_url_name
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
 
 #: A search collects at most this many matches (ZSCAN, so the set is never loaded whole).
@@ -110,29 +111,19 @@ def kind_of(slug: str) -> Kind:
 def find(sset: api.SortedSet, key: str) -> api.SortedEntry | None:
     """The entry ``<score>-<jid>`` names, or ``None`` (gone, or not a key at all).
 
-    An entry whose payload cannot be decoded has no jid; its key is ``<score>-`` and it is
-    the first unreadable entry with that score.
+    An entry without a jid (its payload cannot be decoded, or has none) is named by a digest
+    of its bytes instead (``api.SortedEntry.key``), so an action on one of several such
+    entries at one score acts on the one that was shown.
     """
-    score_text, sep, jid = key.partition("-")
-    if not sep:
-        return None
     try:
-        score = float(score_text)
+        return sset.find(key)
     except ValueError:
         return None
-    for entry in sset.fetch(score):
-        if (jid and entry.jid == jid) or (not jid and not entry.jid):
-            return entry
-    return None
 
 
 def list_url(site: AdminSite, kind: Kind, query: str = "") -> str:
     url = reverse(admin_url_name(kind.slug), current_app=site.name)
     return url + query if query.startswith("?") else url
-
-
-def entry_url(site: AdminSite, kind: Kind, key: str) -> str:
-    return reverse(admin_url_name("entry"), kwargs={"kind": kind.slug, "key": key}, current_app=site.name)
 
 
 def listing(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse:
@@ -291,7 +282,8 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             "detail": (
                 "They are removed from Redis for good. This cannot be undone."
                 if action == "delete_all"
-                else "Entries added or removed meanwhile are handled as they are found."
+                else "It takes the entries in the set when you confirm, each once; entries added "
+                "after that are left for later, and ones removed meanwhile are skipped."
             ),
             "action_url": request.path,
             "fields": [("action", action)],
@@ -308,8 +300,7 @@ def all_action(request: HttpRequest, site: AdminSite, kind: str) -> HttpResponse
             tab=k.slug,
         )
     if action == "delete_all":
-        done = sset.size()
-        sset.clear()
+        done = sset.clear_all()
     elif action == "add_all":
         done = api.ScheduledSet(wurk).add_all_to_queue()
     elif action == "retry_all":

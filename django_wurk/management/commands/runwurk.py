@@ -44,7 +44,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         from django_wurk import logging as wurk_logging
-        from django_wurk.conf import build_config
+        from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
 
         queues = None
@@ -63,6 +63,7 @@ class Command(BaseCommand):
         }
         try:
             config = build_config(overrides)
+            app_settings()  # the app's own settings too: a bad one stops the start, by name
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
@@ -91,25 +92,26 @@ class Command(BaseCommand):
         def before_fork() -> None:
             # Django is set up once, here; nothing connected may cross the fork.
             connections.close_all()
-            wurk._drop_connections()
+            wurk.reset()
 
         def run_child(index: int) -> int:
-            self._run()
+            self._run(owns_process=False)  # the swarm ends a child with os._exit
             return 0
 
         Swarm(
             config.processes,
             run_child,
             before_fork=before_fork,
-            after_fork=wurk._drop_connections,
+            after_fork=wurk.reset,
             max_memory_mb=config.max_memory_mb,
             shutdown_timeout=config.timeout,
         ).run()
 
-    def _run(self) -> None:
+    def _run(self, owns_process: bool = True) -> None:
         import atexit
         import threading
 
+        from django_wurk.conf import app_settings
         from django_wurk.core.engine import wurk
         from django_wurk.core.worker import Launcher
         from django_wurk.db import CloseOldConnections
@@ -120,24 +122,27 @@ class Command(BaseCommand):
             wurk.server_middleware.prepend(CloseOldConnections)
         launcher = Launcher(wurk)
         relay = None
-        if wurk.config.enqueue == "outbox":
+        app = app_settings()
+        if app.enqueue == "outbox":
             # Every worker relays outbox rows left behind by a crash or a Redis outage.
             from django.conf import settings
 
             from django_wurk.outbox import Relay
 
-            relay = Relay(
-                wurk, [wurk.config.database, *(a for a in settings.DATABASES if a != wurk.config.database)]
-            )
+            relay = Relay(wurk, [app.database, *(a for a in settings.DATABASES if a != app.database)])
             relay.start()
         try:
             if threading.current_thread() is threading.main_thread():
                 launcher.run()
+            else:
+                # Under --autoreload Django runs us in a side thread and exits the process when
+                # code changes; stop cleanly at exit so running jobs are pushed back, not dropped.
+                atexit.register(launcher.stop)
+                launcher.run(handle_os_signals=False)
                 return
-            # Under --autoreload Django runs us in a side thread and exits the process when code
-            # changes; stop cleanly at exit so running jobs are pushed back, not dropped.
-            atexit.register(launcher.stop)
-            launcher.run(handle_os_signals=False)
         finally:
             if relay is not None:
                 relay.stop()
+        if owns_process:
+            # A thread a job left running must not keep this process alive after "stopped".
+            launcher.guard_exit()

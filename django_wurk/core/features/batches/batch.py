@@ -23,7 +23,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
@@ -434,6 +434,9 @@ class _Retrier:
     EXIT_WAIT = 5.0
 
     def __init__(self) -> None:
+        #: How many times a write is tried after its commit. The Django app points this at its
+        #: ``PUSH_RETRIES`` setting (``transaction.install``), as for plain on-commit pushes.
+        self.attempts: Callable[[], int] = lambda: 8
         self._queue: collections.deque[_Flush] = collections.deque()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -477,7 +480,7 @@ class _Retrier:
                 self._queue.popleft()
 
     def _retry(self, flush: _Flush) -> None:
-        attempts = max(flush.wurk.config.push_retries, 1)
+        attempts = max(self.attempts(), 1)
         error: BaseException | None = None
         for attempt in range(1, attempts + 1):
             time.sleep(min(0.5 * 2 ** (attempt - 1), 30.0))

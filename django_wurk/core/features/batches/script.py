@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
 from django_wurk.core.client import RedisPusher
+from django_wurk.core.scripts import Scripts
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -35,7 +36,7 @@ def run(wurk: Wurk, op: str, *args: Any) -> Any:
         CALLBACKS_MAX,
         *args,
     ]
-    return wurk.lines.get().evalsha("batch", [], argv)
+    return Scripts(wurk.lines.get().call).batch(argv)
 
 
 def writes_to_redis(wurk: Wurk) -> bool:

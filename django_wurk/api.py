@@ -1,0 +1,39 @@
+"""The data API: read and change the jobs, sets and processes in Redis, as ``Sidekiq::*`` does.
+
+This is the public name for it (docs/jobs.md, "The data API"); the code lives in the
+engine, ``django_wurk.core.api``, which may change. It reads the same keys as Sidekiq's Web
+UI, so Ruby and Python processes show alike, and it needs no Django: a script can use it
+after ``wurk.configure(...)``.
+"""
+
+from django_wurk.core.api import (
+    DeadSet,
+    JobRecord,
+    Process,
+    ProcessSet,
+    Queue,
+    RetrySet,
+    RunningJob,
+    ScheduledSet,
+    SortedEntry,
+    SortedSet,
+    Stats,
+    Workers,
+    parse_entry_key,
+)
+
+__all__ = [
+    "DeadSet",
+    "JobRecord",
+    "Process",
+    "ProcessSet",
+    "Queue",
+    "RetrySet",
+    "RunningJob",
+    "ScheduledSet",
+    "SortedEntry",
+    "SortedSet",
+    "Stats",
+    "Workers",
+    "parse_entry_key",
+]

@@ -1,0 +1,169 @@
+"""The Lua scripts, one typed method each, run one way.
+
+Every multi-step change that must be atomic (take a job and acknowledge the last one,
+promote a due entry, bury, requeue, push once, hold a lease) is a script in
+``django_wurk/core/lua/<name>.lua``, whose header says its keys, arguments and reply.
+``Scripts`` gives each one a method whose signature names them, so a caller never counts
+KEYS and ARGV by hand, and builds the key names the scripts touch from ``keys``.
+
+A ``Scripts`` is bound to one way of sending a command: a client's ``execute_command``
+(the pool, any thread) or a ``Line``'s ``call`` (one thread's own connection: the per-job
+fetch). Both run through ``_run``: EVALSHA, and on NOSCRIPT (a restarted server, a
+``SCRIPT FLUSH``) SCRIPT LOAD and EVALSHA once more. No script is sent as EVAL text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from django_wurk.core import keys
+
+#: Sends one command and returns its reply: ``Redis.execute_command`` or ``Line.call``.
+Call = Callable[..., Any]
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def load(cls, name: str) -> Script:
+        source = (
+            resources.files("django_wurk.core").joinpath("lua", f"{name}.lua").read_text(encoding="utf-8")
+        )
+        return cls(name, source, hashlib.sha1(source.encode("utf-8")).hexdigest())
+
+
+FETCH = Script.load("fetch")
+PROMOTE = Script.load("promote")
+BURY = Script.load("bury")
+REQUEUE = Script.load("requeue")
+PUSH_ONCE = Script.load("push_once")
+LEASE_ACQUIRE = Script.load("lease_acquire")
+LEASE_RENEW = Script.load("lease_renew")
+LEASE_RELEASE = Script.load("lease_release")
+BATCH = Script.load("batch")
+
+ALL = (FETCH, PROMOTE, BURY, REQUEUE, PUSH_ONCE, LEASE_ACQUIRE, LEASE_RENEW, LEASE_RELEASE, BATCH)
+
+
+class Scripts:
+    """The scripts over one connection (see the module docstring for which)."""
+
+    def __init__(self, call: Call) -> None:
+        self._call = call
+
+    def _run(self, script: Script, script_keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        call = self._call
+        try:
+            return call("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+        except NoScriptError:
+            call("SCRIPT", "LOAD", script.source)
+            return call("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+
+    # Fetching (fetch.lua) ------------------------------------------------------------
+
+    def fetch(self, sources: Sequence[str], done_list: str, done: bytes | str) -> list[bytes] | None:
+        """Acknowledge ``done`` (from private list ``done_list``; both "" for none), take the next job.
+
+        ``sources`` is each queue's key followed by its private list, in fetch order. The
+        reply is None when every queue was empty and readable; else ``[queue key, job]``
+        (both ``b""`` when nothing was taken) followed by ``queue key, bad key, its type``
+        for each queue whose key (or private list) is not a list.
+        """
+        reply: list[bytes] | None = self._run(FETCH, sources, (done_list, done))
+        return reply
+
+    # Moving entries between keys -----------------------------------------------------
+
+    def promote(self, source: str, member: bytes, queue: str, payload: str) -> bool:
+        """Take ``member`` out of the sorted set ``source`` and push ``payload`` onto ``queue``.
+
+        An empty ``payload`` only removes the member. False when it was gone already;
+        WRONGTYPE (nothing changed) when the queue's key is not a list.
+        """
+        return bool(self._run(PROMOTE, (source, keys.QUEUES, keys.queue(queue)), (member, queue, payload)))
+
+    def bury(
+        self,
+        payload: str | bytes,
+        at: float,
+        drop_before: float,
+        max_jobs: int,
+        source: str | None = None,
+        member: bytes | None = None,
+    ) -> bool:
+        """Add ``payload`` to the dead set (score ``at``), trimmed by age and size.
+
+        With ``source``, only if ``member`` could be taken out of that sorted set first.
+        """
+        args: list[Any] = [repr(at), payload, repr(drop_before), max_jobs]
+        if source is None:
+            return bool(self._run(BURY, (keys.DEAD,), args))
+        args.append(member)
+        return bool(self._run(BURY, (keys.DEAD, source), args))
+
+    def requeue(self, private: str | bytes, raw: bytes, payload: str | bytes, queue: str | bytes) -> bool:
+        """Move ``raw`` out of a private list to the tail of ``queue``, as ``payload``.
+
+        False when ``raw`` was no longer there; WRONGTYPE when the queue's key is not a list.
+        ``private`` and ``queue`` may be the exact bytes read from Redis (a name that is not
+        UTF-8 must reach the same key, not a re-encoded one).
+        """
+        target = b"queue:" + queue if isinstance(queue, bytes) else keys.queue(queue)
+        return bool(self._run(REQUEUE, (private, target, keys.QUEUES), (raw, payload, "", queue, "", "")))
+
+    def bury_fetched(
+        self,
+        private: str | bytes,
+        raw: bytes,
+        payload: str | bytes,
+        queue: str | bytes,
+        at: float,
+        drop_before: float,
+        max_jobs: int,
+    ) -> bool:
+        """Move ``raw`` out of a private list into the dead set, as ``payload``, trimmed as ``bury``."""
+        args = (raw, payload, repr(at), queue, repr(drop_before), max_jobs)
+        return bool(self._run(REQUEUE, (private, keys.DEAD, keys.QUEUES), args))
+
+    def push_once(self, marker: str, ttl: int, queue: str, payload: str, at: float | None, jid: str) -> bool:
+        """Push ``payload`` (to ``queue``, or the schedule when ``at`` is given) unless ``marker`` exists.
+
+        The marker is set for ``ttl`` seconds and holds ``jid``. False: pushed before.
+        """
+        return bool(
+            self._run(
+                PUSH_ONCE,
+                (marker, keys.QUEUES, keys.queue(queue), keys.SCHEDULE),
+                (ttl, queue, payload, "" if at is None else repr(at), jid),
+            )
+        )
+
+    # Leases (see django_wurk.core.lease) ---------------------------------------------
+
+    def acquire_lease(self, key: str, owner: str, ttl_ms: int) -> bool:
+        return bool(self._run(LEASE_ACQUIRE, (key,), (owner, ttl_ms)))
+
+    def renew_lease(self, key: str, owner: str, ttl_ms: int) -> bool:
+        return bool(self._run(LEASE_RENEW, (key,), (owner, ttl_ms)))
+
+    def release_lease(self, key: str, owner: str) -> bool:
+        return bool(self._run(LEASE_RELEASE, (key,), (owner,)))
+
+    # Batches (batch.lua) ----------------------------------------------------------------
+
+    def batch(self, argv: Sequence[Any]) -> Any:
+        """One step of a batch's life (``core/features/batches/script.py`` builds ``argv``).
+
+        The script names every batch key from the bid in ``argv``, so it takes no KEYS.
+        """
+        return self._run(BATCH, (), argv)
