@@ -21,8 +21,11 @@ from django_wurk.core.api import (
     Workers,
     parse_entry_key,
 )
+from django_wurk.core.features.batches import BatchSet, DeadBatchSet
 
 __all__ = [
+    "BatchSet",
+    "DeadBatchSet",
     "DeadSet",
     "JobRecord",
     "Process",

@@ -35,7 +35,7 @@ def settled(r: Any, worker: Launcher) -> None:
         fetched = any(r.llen(key) for key in r.scan_iter(match="queue:sq|*"))
         return not fetched and r.llen("queue:default") == 0 and r.zcard("retry") == 0
 
-    wait_for(lambda: idle() and not worker.manager.snapshot() and idle())
+    wait_for(lambda: idle() and not worker.manager.work.snapshot() and idle())
 
 
 def make_due(r: Any, key: str = "retry") -> None:

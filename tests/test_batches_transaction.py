@@ -56,8 +56,8 @@ def test_two_blocks_in_one_transaction_are_written_in_order(wurk: Wurk, r: Any) 
     assert BatchStatus(batch.bid).total == 2
 
 
-def test_immediate_mode_writes_at_the_end_of_the_block(wurk: Wurk, r: Any, test_config: Config) -> None:
-    wurk.configure(test_config.replace(enqueue="immediate"))
+def test_immediate_mode_writes_at_the_end_of_the_block(wurk: Wurk, r: Any, use_app_settings: Any) -> None:
+    use_app_settings(enqueue="immediate")
     batch = Batch()
     with pytest.raises(RuntimeError), transaction.atomic():
         with batch.jobs():
@@ -67,8 +67,8 @@ def test_immediate_mode_writes_at_the_end_of_the_block(wurk: Wurk, r: Any, test_
     assert wurk.redis.llen("queue:default") == 1
 
 
-def test_outbox_mode_refuses_a_batch_inside_a_transaction(wurk: Wurk, r: Any, test_config: Config) -> None:
-    wurk.configure(test_config.replace(enqueue="outbox"))
+def test_outbox_mode_refuses_a_batch_inside_a_transaction(wurk: Wurk, r: Any, use_app_settings: Any) -> None:
+    use_app_settings(enqueue="outbox")
     with pytest.raises(ImproperlyConfigured, match="outbox"), transaction.atomic(), Batch().jobs():
         batch_jobs.work.perform_async(1)
     assert wurk.redis.dbsize() == 0
@@ -143,7 +143,9 @@ from django_wurk import Batch, wurk
 from tests.jobsapp import batch_jobs
 
 logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-wurk.configure(wurk.config.replace(redis_url="redis://127.0.0.1:1/0", redis_socket_timeout=0.2, push_retries=50))
+from django_wurk import conf
+wurk.configure(wurk.config.replace(redis_url="redis://127.0.0.1:1/0", redis_socket_timeout=0.2))
+conf.use_app_settings(conf.Settings(push_retries=50))
 batch = Batch(description="never written")
 with transaction.atomic(), batch.jobs():
     batch_jobs.work.perform_async(1)

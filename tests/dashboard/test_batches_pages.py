@@ -15,7 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 
-from django_wurk import Batch, BatchStatus, Config, Wurk
+from django_wurk import Batch, BatchStatus, Wurk
 from django_wurk.core.features.batches.script import run
 from tests.dashboard.conftest import url
 from tests.jobsapp import batch_jobs
@@ -27,9 +27,9 @@ XSS = "<script>window.__xss=1</script>"
 
 
 @pytest.fixture(autouse=True)
-def immediate(wurk: Wurk, test_config: Config) -> None:
+def immediate(wurk: Wurk, use_app_settings: Any) -> None:
     """Each test runs inside a transaction that is never committed: batches are written at once."""
-    wurk.configure(test_config.replace(enqueue="immediate"))
+    use_app_settings(enqueue="immediate")
 
 
 def make_batch(description: str = "", jobs: int = 2, **options: Any) -> Batch:
