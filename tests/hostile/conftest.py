@@ -49,7 +49,7 @@ class Fleet:
         return self
 
     def idle(self) -> bool:
-        return all(not launcher.manager.snapshot() for launcher in self.launchers)
+        return all(not launcher.manager.work.snapshot() for launcher in self.launchers)
 
     def identities(self) -> list[str]:
         return [launcher.identity for launcher in self.launchers]
