@@ -7,6 +7,7 @@ test, so point it at a spare db index). Nothing here fakes Redis.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Callable, Iterator
@@ -123,6 +124,18 @@ def use_app_settings() -> Iterator[Callable[..., Settings]]:
 @pytest.fixture
 def r(wurk: Wurk) -> redis_lib.Redis:
     return wurk.redis
+
+
+@pytest.fixture
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the shell exports, the test sees only the environment it sets up."""
+    for key in [f"WURK_{n}" for n in conf.setting_names()] + ["REDIS_URL"]:
+        monkeypatch.delenv(key, raising=False)
+        monkeypatch.delenv(f"{key}_FILE", raising=False)
+
+
+def queue_entries(r: Any, name: str = "default") -> list[dict[str, Any]]:
+    return [json.loads(x) for x in r.lrange(f"queue:{name}", 0, -1)]
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:

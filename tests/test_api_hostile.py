@@ -22,7 +22,7 @@ from django_wurk.core.api import (
     Workers,
     queue_summaries,
 )
-from tests.test_api import info_for, payload, write_process, zadd
+from tests.sidekiq_data import info_for, payload, write_process, zadd
 
 LIVE = "live:1:000000000001"
 

@@ -12,20 +12,12 @@ from django.core.management import call_command
 from django.core.management.base import SystemCheckError
 from django.test import override_settings
 
-from django_wurk import Config, ConfigError, Job, QueueSpec, TimestampStyle
+from django_wurk import Config, ConfigError, QueueSpec, TimestampStyle
 from django_wurk.conf import build_config, environment_values, setting_names, settings_values
 from django_wurk.core.config import did_you_mean, parse_queue, redact_url
-from django_wurk.core.registry import registry
 
-ALL_ENV_KEYS = [f"WURK_{n}" for n in setting_names()] + ["REDIS_URL"]
-
-
-@pytest.fixture(autouse=True)
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Whatever the shell exports, these tests see only the environment they set up."""
-    for key in ALL_ENV_KEYS:
-        monkeypatch.delenv(key, raising=False)
-        monkeypatch.delenv(f"{key}_FILE", raising=False)
+#: Whatever the shell exports, these tests see only the environment they set up.
+pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
 def wurk_settings(**values: Any) -> Any:
@@ -373,47 +365,6 @@ def test_check_reports_settings_that_are_not_a_dict() -> None:
         pytest.raises(SystemCheckError, match=r"settings\.WURK must be a dict"),
     ):
         run()
-
-
-def test_duplicate_wire_names_fail_at_definition_and_in_check() -> None:
-    name = "testing.conf.duplicate"
-
-    class First(Job):
-        wire_name = name
-
-    try:
-
-        class Second(Job):  # the import goes on; the check below stops a worker from starting
-            wire_name = name
-
-        assert registry.resolve(name) is First  # the first one keeps the name
-        assert list(registry.duplicates()) == [name]
-        [message] = [m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.E002"]
-        assert name in message.msg and "First" in message.msg and "Second" in message.msg
-        with pytest.raises(SystemCheckError) as check:
-            run()
-        assert "django_wurk.E002" in str(check.value) and name in str(check.value)
-    finally:
-        registry.unregister(name)
-    assert registry.resolve(name) is None and name not in registry.duplicates()
-    assert "no issues" in run()[0]
-
-
-def test_redefining_the_same_job_path_is_not_a_duplicate() -> None:
-    name = "testing.conf.reloaded"
-
-    def define() -> type[Job]:
-        class Reloaded(Job):  # same module and qualname each time, as after an autoreload
-            wire_name = name
-
-        return Reloaded
-
-    try:
-        first, second = define(), define()
-        assert first is not second and registry.resolve(name) is second
-        assert name not in registry.duplicates()
-    finally:
-        registry.unregister(name)
 
 
 def test_deploy_check_warns_when_redis_does_not_answer() -> None:
