@@ -34,6 +34,7 @@ from django_wurk.core.config import (
     Config,
     ConfigError,
     did_you_mean,
+    fields_from_mapping,
     parse_bool,
     parse_number,
     parse_text,
@@ -73,14 +74,7 @@ class Settings:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Settings:
         """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
-        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for key, raw in values.items():
-            f = known.get(key)
-            if f is None:
-                raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
-            kwargs[f.name] = _PARSERS[str(f.type)](key, raw)
-        return cls(**kwargs)
+        return cls(**fields_from_mapping(cls, values, lambda key, f, raw: _PARSERS[str(f.type)](key, raw)))
 
 
 #: How a value from settings or the environment becomes a field's type (its annotation).

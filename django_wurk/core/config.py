@@ -18,7 +18,7 @@ import dataclasses
 import os
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -127,14 +127,25 @@ class Config:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Config:
         """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
-        known = {f.name.upper(): f for f in dataclasses.fields(cls)}
-        kwargs: dict[str, Any] = {}
-        for key, raw in values.items():
-            f = known.get(key)
-            if f is None:
-                raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
-            kwargs[f.name] = _coerce(key, f.name, raw)
-        return cls(**kwargs)
+        return cls(**fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw)))
+
+
+def fields_from_mapping(
+    cls: type[Any], values: Mapping[str, Any], coerce: Callable[[str, dataclasses.Field[Any], Any], Any]
+) -> dict[str, Any]:
+    """A settings dataclass's keyword arguments from ``WURK``-style keys (upper-case field names).
+
+    One reading for the engine's ``Config`` and the Django app's ``Settings``: an unknown key
+    fails with the closest known name, and each value is coerced by ``coerce``.
+    """
+    known = {f.name.upper(): f for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, raw in values.items():
+        f = known.get(key)
+        if f is None:
+            raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
+        kwargs[f.name] = coerce(key, f, raw)
+    return kwargs
 
 
 def setting_names() -> list[str]:
