@@ -31,10 +31,64 @@ local function k(bid, suffix)
   return "b-" .. bid
 end
 
--- A batch this script wrote: its hash has the "wurk" field. Sidekiq Pro names its batches
--- b-<bid> too; their jobs may run here as plain jobs, but their keys are never touched.
+-- The type each key of a batch must have (or be absent): a key of another type was not
+-- written by this script, and one command on it would fail the whole call.
+local KINDS = {
+  jids = "set", failed = "set", died = "set", kids = "set", pkids = "set", ukids = "set", callbacks = "list",
+}
+
+local function kind_of(key)
+  local t = redis.call("TYPE", key)
+  return type(t) == "table" and t["ok"] or t
+end
+
+-- A batch this script wrote: its hash has the "wurk" field, and every sub-key has its own
+-- type. Sidekiq Pro names its batches b-<bid> too; their jobs may run here as plain jobs,
+-- but their keys are never touched. Nor are a batch's keys that someone else overwrote with
+-- other types: the job runs and counts as a plain job, and the batch is left as it is.
 local function ours(bid)
-  return redis.call("HEXISTS", k(bid), "wurk") == 1
+  if kind_of(k(bid)) ~= "hash" or redis.call("HEXISTS", k(bid), "wurk") == 0 then
+    return false
+  end
+  for _, suffix in ipairs(SUFFIXES) do
+    local t = kind_of(k(bid, suffix))
+    if t ~= "none" and t ~= KINDS[suffix] then
+      return false
+    end
+  end
+  return true
+end
+
+-- A counter of the hash as a safe integer, or nil when it holds anything else (text, NaN,
+-- a fraction, 400 digits): HINCRBY would fail on it and abort the whole call.
+local function counter(bid, field)
+  local n = tonumber(redis.call("HGET", k(bid), field) or "0")
+  if not n or n ~= n or n ~= math.floor(n) or math.abs(n) >= 2 ^ 53 then
+    return nil
+  end
+  return n
+end
+
+-- Add to a counter; a counter that is not a safe integer is recounted from the sets (pending:
+-- the live and dead jids) or, for total, restarted at what is added.
+local function add(bid, field, n)
+  if counter(bid, field) then
+    redis.call("HINCRBY", k(bid), field, n)
+  elseif field == "pending" then
+    local recount = redis.call("SCARD", k(bid, "jids")) + redis.call("SCARD", k(bid, "died"))
+    redis.call("HSET", k(bid), field, recount)
+  else
+    redis.call("HSET", k(bid), field, n)
+  end
+end
+
+-- A queue name as the engine accepts it (config.QUEUE_NAME); anything else sends callbacks
+-- to "default", where a worker reads them, instead of a key nobody serves.
+local function queue_name(queue)
+  if not queue or queue == "" or #queue > 1000 or not string.match(queue, "^[%w_:%.%-]+$") then
+    return "default"
+  end
+  return queue
 end
 
 -- Give a key the batch's remaining lifetime unless it already has one (EXPIRE ... NX), so a
@@ -49,6 +103,10 @@ end
 
 -- Add to an index and trim it in the same step: by age, then by size.
 local function index_add(index, bid)
+  local t = kind_of(index)
+  if t ~= "zset" and t ~= "none" then
+    return -- someone else's key under the index's name: the batch lives on without it
+  end
   redis.call("ZADD", index, now, bid)
   redis.call("ZREMRANGEBYSCORE", index, "-inf", "(" .. string.format("%.6f", tonumber(now) - index_age))
   redis.call("ZREMRANGEBYRANK", index, 0, -(index_max + 1))
@@ -62,6 +120,22 @@ local function parent_of(bid)
   return parent
 end
 
+-- Whether a decoded value holds only what strict JSON can (cjson also reads NaN, Infinity
+-- and numbers too large for a double, which a worker's reader refuses).
+local function finite(value)
+  if type(value) == "number" then
+    return value == value and value ~= math.huge and value ~= -math.huge
+  end
+  if type(value) == "table" then
+    for key, item in pairs(value) do
+      if not finite(key) or not finite(item) then
+        return false
+      end
+    end
+  end
+  return true
+end
+
 -- Push one callback job per callback registered for `event`, in registration order. The
 -- job's arguments are [bid, <the stored entry, verbatim>], so options reach the callback
 -- byte for byte (never through cjson's number handling). With a parent, the callback job
@@ -70,10 +144,7 @@ end
 -- fire for this event).
 local function push_callbacks(bid, event, parent)
   local entries = redis.call("LRANGE", k(bid, "callbacks"), 0, -1)
-  local queue = redis.call("HGET", k(bid), "callback_queue")
-  if not queue or queue == "" then
-    queue = "default"
-  end
+  local queue = queue_name(redis.call("HGET", k(bid), "callback_queue"))
   local prefix = '["' .. event .. '","'
   for i, entry in ipairs(entries) do
     if string.sub(entry, 1, #prefix) == prefix then
@@ -82,16 +153,24 @@ local function push_callbacks(bid, event, parent)
       if not string.find(target, "#", 1, true) then
         display = target .. "#on_" .. event
       end
+      -- The entry goes into the job verbatim only if it is one JSON array (anything else, e.g.
+      -- written by hand, would break the job's JSON): else as a string, which the callback job
+      -- refuses with the reason, so it reaches the dead set instead of vanishing.
+      local decoded, value = pcall(cjson.decode, entry)
+      if not decoded or type(value) ~= "table" or string.sub(entry, -1) ~= "]" or not finite(value) then
+        entry = cjson.encode(entry)
+      end
       -- Derived from (bid, event, position): each fires at most once, so it is unique.
       local jid = string.sub(redis.sha1hex(bid .. ":" .. event .. ":" .. i), 1, 24)
-      local payload = '{"retry":true,"queue":"' .. queue .. '","args":["' .. bid .. '",' .. entry
-        .. '],"class":"' .. callback_job .. '","jid":"' .. jid .. '","created_at":' .. stamp
-        .. ',"enqueued_at":' .. stamp .. ',"display_class":"' .. display .. '"'
+      -- Every string read from Redis is JSON-encoded: none can add or change a field.
+      local payload = '{"retry":true,"queue":' .. cjson.encode(queue) .. ',"args":[' .. cjson.encode(bid)
+        .. ',' .. entry .. '],"class":"' .. callback_job .. '","jid":"' .. jid .. '","created_at":' .. stamp
+        .. ',"enqueued_at":' .. stamp .. ',"display_class":' .. cjson.encode(display)
       if parent then
-        payload = payload .. ',"bid":"' .. parent .. '"'
+        payload = payload .. ',"bid":' .. cjson.encode(parent)
         if redis.call("SADD", k(parent, "jids"), jid) == 1 then
-          redis.call("HINCRBY", k(parent), "total", 1)
-          redis.call("HINCRBY", k(parent), "pending", 1)
+          add(parent, "total", 1)
+          add(parent, "pending", 1)
           keep(parent, k(parent, "jids"))
         end
       end
@@ -106,9 +185,11 @@ end
 -- than they would have: EXPIRE ... LT).
 local function linger(bid)
   local seconds = tonumber(redis.call("HGET", k(bid), "linger") or "")
-  if not seconds or seconds <= 0 then
+  -- EXPIRE takes a whole number of seconds that fits: "1e400", NaN or 0.5 would fail the call.
+  if not seconds or seconds ~= seconds or seconds < 1 or seconds >= 2 ^ 40 then
     return
   end
+  seconds = math.floor(seconds)
   redis.call("EXPIRE", k(bid), seconds, "LT")
   for _, suffix in ipairs(SUFFIXES) do
     redis.call("EXPIRE", k(bid, suffix), seconds, "LT")
@@ -140,7 +221,7 @@ local function settle(bid)
         told_parent = true
       end
     end
-    if tonumber(redis.call("HGET", h, "pending") or "0") <= 0
+    if (counter(bid, "pending") or 0) <= 0
       and redis.call("SCARD", k(bid, "ukids")) == 0
       and redis.call("HEXISTS", h, "success_at") == 0
     then
@@ -179,7 +260,7 @@ if op == "success" then
     end
   end
   redis.call("SREM", k(bid, "failed"), jid)
-  redis.call("HINCRBY", k(bid), "pending", -1)
+  add(bid, "pending", -1)
   if redis.call("SCARD", k(bid, "jids")) > 0 then
     return 1 -- the common case: other jobs are still live, nothing can fire
   end
@@ -289,7 +370,7 @@ if op == "valid" then
   local b = bid
   local depth = 0
   while b and depth <= MAX_DEPTH do
-    if redis.call("HGET", k(b), "invalidated") == "1" then
+    if kind_of(k(b)) == "hash" and redis.call("HGET", k(b), "invalidated") == "1" then
       return 0
     end
     b = parent_of(b)
@@ -391,8 +472,8 @@ if op == "flush" then
       end
     end
     if added > 0 then
-      redis.call("HINCRBY", h, "total", added)
-      redis.call("HINCRBY", h, "pending", added)
+      add(e.bid, "total", added)
+      add(e.bid, "pending", added)
       keep(e.bid, k(e.bid, "jids"))
     end
   end

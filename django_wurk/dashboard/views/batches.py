@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django.contrib import messages
 from django.contrib.admin import AdminSite
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from django_wurk.core import api
 from django_wurk.core.engine import wurk
@@ -80,6 +80,19 @@ def _page_url(site: AdminSite, bid: str) -> str:
     return reverse(admin_url_name("batch"), kwargs={"bid": bid}, current_app=site.name)
 
 
+def _link(site: AdminSite, bid: str) -> str:
+    """The page of a bid read from Redis, or "" when it is no batch id (an index or a set may
+    hold anything, and such a bid has no page)."""
+    return _page_url(site, bid) if keys.BID.match(bid) else ""
+
+
+def _jid_link(site: AdminSite, bid: str, jid: str) -> str:
+    try:
+        return reverse(admin_url_name("batch_job"), kwargs={"bid": bid, "jid": jid}, current_app=site.name)
+    except NoReverseMatch:  # "", or a "/" in it: a jid no job has, read from a set of junk
+        return ""
+
+
 def _check_bid(bid: str) -> str:
     if not keys.BID.match(bid):
         raise Http404("not a batch id")
@@ -97,7 +110,7 @@ def _list(request: HttpRequest, site: AdminSite, dead: bool) -> HttpResponse:
     else:
         paging.total, statuses = index.page(paging.start, paging.count)
     context = {
-        "rows": [(s, Progress.of(s)) for s in statuses],
+        "rows": [(s, Progress.of(s), _link(site, s.bid)) for s in statuses],
         "pager": paging,
         "page_sizes": PAGE_SIZES,
         "query": query,
@@ -139,11 +152,15 @@ def detail(request: HttpRequest, site: AdminSite, bid: str) -> HttpResponse:
         "status": status,
         "progress": Progress.of(status),
         "callbacks": status.callbacks,
-        "failing": failing[:SHOWN],
+        "failing": [(jid, _jid_link(site, bid, jid)) for jid in failing[:SHOWN]],
         "failing_more": max(len(failing) - SHOWN, 0),
-        "dead_jids": dead_jids[:SHOWN],
+        "dead_jids": [(jid, _jid_link(site, bid, jid)) for jid in dead_jids[:SHOWN]],
         "dead_more": max(len(dead_jids) - SHOWN, 0),
-        "children": [(c, Progress.of(c)) for c in (BatchStatus(bid, wurk) for bid in children[:SHOWN])],
+        "children": [
+            (c, Progress.of(c), _link(site, c.bid))
+            for c in (BatchStatus(child, wurk) for child in children[:SHOWN])
+        ],
+        "parent_link": _link(site, status.parent_bid or ""),
         "children_more": max(len(children) - SHOWN, 0),
         "crumbs": crumbs,
         "status_url": reverse(admin_url_name("batch_status"), kwargs={"bid": bid}, current_app=site.name),
@@ -154,7 +171,9 @@ def detail(request: HttpRequest, site: AdminSite, bid: str) -> HttpResponse:
 
 def status_json(request: HttpRequest, site: AdminSite, bid: str) -> HttpResponse:
     """The batch's status as JSON (what the progress page polls; Sidekiq Pro has the same)."""
-    status = BatchStatus(_check_bid(bid), wurk)
+    if not keys.BID.match(bid):  # JSON like every answer of this URL, for the page's poller
+        return JsonResponse({"error": "not_a_batch_id"}, status=404)
+    status = BatchStatus(bid, wurk)
     if not status.exists:
         return JsonResponse({"error": "no_such_batch", "bid": bid}, status=404)
     progress = Progress.of(status)

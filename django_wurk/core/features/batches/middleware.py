@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core.client import capturing
+from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.batch import _Block, running_bid
 from django_wurk.core.features.batches.script import run, writes_to_redis
 from django_wurk.core.wire import Payload
@@ -35,8 +36,10 @@ logger = logging.getLogger("django_wurk.batches")
 
 
 def _bid(payload: Any) -> str | None:
+    """The payload's bid if it can name a batch; any other ``bid`` (a number, a list, "",
+    text no batch id looks like) makes the job a plain job, run and counted by no batch."""
     bid = payload.get("bid") if isinstance(payload, dict) else None
-    return bid if isinstance(bid, str) and bid else None
+    return bid if isinstance(bid, str) and keys.BID.match(bid) else None
 
 
 def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
@@ -52,6 +55,11 @@ def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
         try:
             run(wurk, op, bid, jid)
             return
+        except ResponseError as exc:
+            # Redis answered and refused (a key of the batch holds something else): trying again
+            # would hold the processor for nothing. The job's own outcome stands.
+            logger.warning("could not record %s of job %s in batch %s: %s", op, jid, bid, exc)
+            return
         except (RedisError, OSError) as exc:
             if time.monotonic() > deadline:
                 logger.critical("could not record %s of job %s in batch %s (%s)", op, jid, bid, exc)
@@ -59,6 +67,10 @@ def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
                 return
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
+        except Exception:
+            # Never into the processor: it would count a finished job as failed and run it again.
+            logger.error("could not record %s of job %s in batch %s", op, jid, bid, exc_info=True)
+            return
 
 
 class BatchClientMiddleware:
@@ -117,6 +129,8 @@ class BatchErrorHandler:
             run(self.wurk, "failed", bid, str(context["job"].get("jid", "")))
         except (RedisError, OSError) as error:
             logger.warning("could not mark a failure in batch %s: %s", bid, error)
+        except Exception:
+            logger.error("could not mark a failure in batch %s", bid, exc_info=True)
 
 
 class BatchDeathHandler:

@@ -3,17 +3,21 @@
 A ``BatchStatus`` is a snapshot read in one MULTI (the hash and every set's size), so its
 numbers agree with each other; ``reload()`` takes a fresh one. Anything in Redis may have
 been written by someone else, so every field is read defensively: a counter that is not a
-number reads as 0, never as an exception.
+number (or is negative, or past 2**53) reads as 0, a time that is not a finite number as
+None, a key holding another type than the batch's as absent, a callback entry that the
+one decoding policy (``wire.decode_json``) refuses is skipped; never as an exception.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from redis.exceptions import ResponseError
+
+from django_wurk.core import wire
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
 
@@ -29,11 +33,25 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+#: Counters outside 0..2**53 are not counts any writer made (and would overflow a float).
+_COUNT_MAX = 2**53
+
+
 def _int(value: Any) -> int:
     try:
-        return int(_text(value))
+        n = int(_text(value))
     except ValueError:
         return 0
+    return n if 0 <= n < _COUNT_MAX else 0
+
+
+def _key_bid(bid: str) -> bool:
+    """Whether ``bid`` can be part of a key name (a lone surrogate cannot be encoded)."""
+    try:
+        bid.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _time(value: Any) -> float | None:
@@ -71,15 +89,23 @@ class BatchStatus:
 
     def reload(self) -> BatchStatus:
         bid = self.bid
-        pipe = self._wurk.redis.pipeline(transaction=True)
-        pipe.hgetall(keys.batch(bid))
-        pipe.scard(keys.jids(bid))
-        pipe.scard(keys.failed(bid))
-        pipe.scard(keys.died(bid))
-        pipe.scard(keys.kids(bid))
-        pipe.scard(keys.pending_kids(bid))
-        pipe.ttl(keys.batch(bid))
-        fields, live, failed, died, kids, pending_kids, ttl = pipe.execute()
+        if not _key_bid(bid):
+            replies: list[Any] = [{}, 0, 0, 0, 0, 0, -2]
+        else:
+            pipe = self._wurk.redis.pipeline(transaction=True)
+            pipe.hgetall(keys.batch(bid))
+            pipe.scard(keys.jids(bid))
+            pipe.scard(keys.failed(bid))
+            pipe.scard(keys.died(bid))
+            pipe.scard(keys.kids(bid))
+            pipe.scard(keys.pending_kids(bid))
+            pipe.ttl(keys.batch(bid))
+            # A key someone else wrote with another type reads as absent (WRONGTYPE is per command).
+            replies = [
+                ({} if i == 0 else 0) if isinstance(reply, ResponseError) else reply
+                for i, reply in enumerate(pipe.execute(raise_on_error=False))
+            ]
+        fields, live, failed, died, kids, pending_kids, ttl = replies
         self._fields = {_text(k): _text(v) for k, v in fields.items()}
         self.live = int(live)
         self.failures = int(failed)
@@ -163,7 +189,12 @@ class BatchStatus:
     # The sets, read when asked for ------------------------------------------------------
 
     def _members(self, key: str) -> list[str]:
-        return sorted(_text(m) for m in self._wurk.redis.smembers(key))
+        if not _key_bid(self.bid):
+            return []
+        try:
+            return sorted(_text(m) for m in self._wurk.redis.smembers(key))
+        except ResponseError:  # not a set: written by someone else
+            return []
 
     @property
     def failed_jids(self) -> list[str]:
@@ -187,10 +218,14 @@ class BatchStatus:
         out = []
         upto = {event: _int(self._fields.get(f"{event}_upto", "-1")) for event in EVENTS}
         fired = {event: f"{event}_at" in self._fields for event in EVENTS}
-        for i, raw in enumerate(self._wurk.redis.lrange(keys.callbacks(self.bid), 0, -1)):
+        try:
+            entries = self._wurk.redis.lrange(keys.callbacks(self.bid), 0, -1) if _key_bid(self.bid) else []
+        except ResponseError:  # not a list: written by someone else
+            entries = []
+        for i, raw in enumerate(entries):
             try:
-                event, target, options = json.loads(raw)
-            except (ValueError, TypeError):
+                event, target, options = wire.decode_json(raw, "batch callback")
+            except (ValueError, TypeError, RecursionError):
                 continue
             event = str(event)
             out.append(CallbackInfo(event, str(target), options, fired.get(event, False) and i < upto[event]))
@@ -288,7 +323,10 @@ class BatchSet:
             pipe = self.wurk.redis.pipeline(transaction=False)
             for bid in bids:
                 pipe.hget(keys.batch(bid), "description")
-            for bid, description in zip(bids, pipe.execute(), strict=True):
+            descriptions = [
+                None if isinstance(d, ResponseError) else d for d in pipe.execute(raise_on_error=False)
+            ]
+            for bid, description in zip(bids, descriptions, strict=True):
                 if bid == exact and found and found[0].bid == exact:
                     continue
                 if needle in bid.lower() or (
