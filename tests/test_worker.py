@@ -449,11 +449,14 @@ def test_the_stop_interrupts_and_pushes_back_only_jobs_whose_outcome_is_not_reco
     release = threading.Event()
 
     def run(tid: str, record_outcome: bool) -> None:
-        with work.running(tid, UnitOfWork("default", tid.encode())) as current:
+        current = work.start(tid, UnitOfWork("default", tid.encode()))
+        try:
             if record_outcome:
                 work.finish(current)
             running.wait()
             release.wait()
+        finally:
+            work.end(tid)
 
     threads = {tid: threading.Thread(target=run, args=(tid, tid == "done")) for tid in ("done", "busy")}
     for t in threads.values():

@@ -157,10 +157,13 @@ class Processor:
 
     def process(self, unit: UnitOfWork) -> bool:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
-        with self.work.running(self.tid, unit) as work:
+        work = self.work.start(self.tid, unit)
+        try:
             done = self._process(unit)
             self.work.finish(work)
             return done
+        finally:
+            self.work.end(self.tid)
 
     def _process(self, unit: UnitOfWork) -> bool:
         wurk = self.wurk

@@ -9,10 +9,9 @@ never interrupted, so its outcome is not recorded and then pushed back as well.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django_wurk.core.worker.fetch import UnitOfWork
@@ -36,17 +35,20 @@ class WorkSet:
         self._lock = threading.Lock()
         self._busy: dict[str, Work] = {}
 
-    @contextlib.contextmanager
-    def running(self, tid: str, unit: UnitOfWork) -> Iterator[Work]:
-        """The current thread runs ``unit`` for the duration of the block."""
+    def start(self, tid: str, unit: UnitOfWork) -> Work:
+        """The current thread runs ``unit`` from now until ``end(tid)``.
+
+        Two calls rather than a context manager: this runs for every job, and a generator
+        based one costs more than the rest of the bookkeeping together.
+        """
         work = Work(unit, threading.current_thread())
         with self._lock:
             self._busy[tid] = work
-        try:
-            yield work
-        finally:
-            with self._lock:
-                self._busy.pop(tid, None)
+        return work
+
+    def end(self, tid: str) -> None:
+        with self._lock:
+            self._busy.pop(tid, None)
 
     def finish(self, work: Work) -> None:
         """Its outcome is recorded: from now on the stop leaves it alone."""
