@@ -161,6 +161,9 @@ def test_a_batch_write_still_waiting_at_exit_is_reported_with_its_jobs(tmp_path:
 
     root = Path(__file__).resolve().parents[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("WURK_")}
+    # SQLite in memory: the script only needs a transaction, and the suite's PostgreSQL
+    # database (pytest-django's test_ copy) is not the one DATABASE_URL names.
+    env.pop("DATABASE_URL", None)
     env.update(DJANGO_SETTINGS_MODULE="tests.settings", PYTHONPATH=str(root))
     proc = subprocess.run(
         [sys.executable, "-c", EXIT_SCRIPT], cwd=root, env=env, capture_output=True, text=True, timeout=60

@@ -223,25 +223,29 @@ def audit(request: HttpRequest, what: str) -> None:
     """
     # Job data in the text (a jid) may hold what no encoding can write, a lone surrogate:
     # written as its escape, so neither the log nor the database refuses it.
-    what = what.encode("utf-8", "backslashreplace").decode("utf-8")
+    # A NUL (a binary queue name) is refused by PostgreSQL in any text column: escaped too.
+    what = what.encode("utf-8", "backslashreplace").decode("utf-8").replace("\x00", "\\x00")
     user = getattr(request.user, "get_username", lambda: "?")()
     logger.info("dashboard: %s %s", user, what)
     if not request.user.is_authenticated:
         return
     from django.contrib.admin.models import CHANGE, LogEntry
     from django.contrib.contenttypes.models import ContentType
-    from django.db import DatabaseError
+    from django.db import DatabaseError, router, transaction
 
     from django_wurk.models import Dashboard
 
     try:
-        LogEntry.objects.create(
-            user_id=request.user.pk,
-            content_type=ContentType.objects.get_for_model(Dashboard, for_concrete_model=False),
-            object_id=None,
-            object_repr=what[:200],
-            action_flag=CHANGE,
-            change_message=what,
-        )
-    except DatabaseError as exc:
+        # In a savepoint: a refused row must not break the request's transaction
+        # (ATOMIC_REQUESTS, or a test's), which PostgreSQL would then refuse every query in.
+        with transaction.atomic(using=router.db_for_write(LogEntry)):
+            LogEntry.objects.create(
+                user_id=request.user.pk,
+                content_type=ContentType.objects.get_for_model(Dashboard, for_concrete_model=False),
+                object_id=None,
+                object_repr=what[:200],
+                action_flag=CHANGE,
+                change_message=what,
+            )
+    except (DatabaseError, ValueError) as exc:
         logger.warning("dashboard: could not record %r in the admin log: %s", what, exc)
