@@ -20,6 +20,7 @@ import redis as redis_lib
 from django_wurk import Config, Wurk, conf
 from django_wurk import wurk as global_wurk
 from django_wurk.conf import Settings
+from django_wurk.core.worker.launcher import Launcher
 
 
 def free_port() -> int:
@@ -119,6 +120,18 @@ def use_app_settings() -> Iterator[Callable[..., Settings]]:
         yield use
     finally:
         conf.use_app_settings(kept)
+
+
+@pytest.fixture
+def workers(wurk: Wurk, test_config: Config) -> Iterator[Launcher]:
+    """A worker of 10 threads on the test engine, stopped after the test."""
+    wurk.configure(test_config.replace(concurrency=10))
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        yield worker
+    finally:
+        worker.stop()
 
 
 @pytest.fixture

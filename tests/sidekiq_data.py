@@ -50,7 +50,7 @@ def queue_payloads(r: Any, queue: str = "default") -> list[dict[str, Any]]:
     return [json.loads(x) for x in r.lrange(f"queue:{queue}", 0, -1)]
 
 
-def bounded(fn: Callable[[], Any], timeout: float = 15.0) -> Any:
+def bounded(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
     """Call ``fn`` in a thread and fail (rather than hang the suite) if it does not return."""
     result: list[Any] = []
     errors: list[BaseException] = []

@@ -10,18 +10,18 @@ count what each entry went through.
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from django_wurk import Config, Job, Wurk, job
+from django_wurk import Job, Wurk, job
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet
 from django_wurk.core import keys, wire
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
+from tests.sidekiq_data import bounded
 
 RUNS = "bulk-runs"
 
@@ -69,26 +69,6 @@ def fill(r: Any, key: str, count: int, score: Callable[[int], float], **extra: A
     for n in range(count):
         pipe.zadd(key, {wire.dumps(entry(n, **extra)): score(n)})
     pipe.execute()
-
-
-def bounded(fn: Callable[[], Any], timeout: float = 30.0) -> Any:
-    """Run ``fn`` in a thread: a pass that never ends fails the test instead of hanging it."""
-    result: list[Any] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            result.append(fn())
-        except BaseException as exc:  # re-raised below
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{fn} did not return within {timeout} s"
-    if errors:
-        raise errors[0]
-    return result[0]
 
 
 class ReAdd:
@@ -211,17 +191,6 @@ def test_delete_all_reports_what_it_deleted(wurk: Wurk, r: Any) -> None:
 
 
 # For real: workers fail the retried jobs while the action runs ----------------------------
-
-
-@pytest.fixture
-def workers(wurk: Wurk, test_config: Config) -> Iterator[Launcher]:
-    wurk.configure(test_config.replace(concurrency=10))
-    worker = Launcher(wurk)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
 
 
 def settled(r: Any, count: int, key: str) -> bool:

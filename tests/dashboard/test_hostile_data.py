@@ -459,17 +459,6 @@ def test_known_queues_have_a_page_even_when_empty(viewer: Client, r: Any) -> Non
 # For real: "Retry all" from the dashboard while workers fail the jobs again -------------
 
 
-@pytest.fixture
-def workers(wurk: Wurk, test_config: Config) -> Iterator[Launcher]:
-    wurk.configure(test_config.replace(concurrency=10))
-    worker = Launcher(wurk)
-    worker.start()
-    try:
-        yield worker
-    finally:
-        worker.stop()
-
-
 def test_dashboard_retry_all_runs_each_dead_job_once(manager: Client, r: Any, workers: Launcher) -> None:
     from tests.test_api_bulk_actions import RUNS, fails_into_the_dead_set, settled
 
