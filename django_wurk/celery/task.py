@@ -143,7 +143,10 @@ class Celery:
         if callable(packages):
             packages = packages()
         if packages is None:
-            autodiscovery.append(related_name)
+            if _discoverer is not None:
+                _discoverer(related_name)
+            else:
+                autodiscovery.append(related_name)
             return
         import importlib
 
@@ -178,8 +181,17 @@ class Celery:
         return f"<Celery {self.main or '__main__'}>"
 
 
-#: Related module names that Django's app registry should import when it is ready (see apps.py).
+#: Related module names to import from every installed Django app, once Django is ready.
 autodiscovery: list[str] = []
+_discoverer: Callable[[str], object] | None = None
+
+
+def set_discoverer(discover: Callable[[str], object]) -> None:
+    """Called by the Django app when ready: imports ``<app>.<name>`` for every installed app."""
+    global _discoverer
+    _discoverer = discover
+    while autodiscovery:
+        discover(autodiscovery.pop(0))
 
 #: The app ``@shared_task`` tasks use.
 default_app = Celery("default")
