@@ -193,6 +193,7 @@ def set_discoverer(discover: Callable[[str], object]) -> None:
     while autodiscovery:
         discover(autodiscovery.pop(0))
 
+
 #: The app ``@shared_task`` tasks use.
 default_app = Celery("default")
 
