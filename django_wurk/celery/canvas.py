@@ -10,10 +10,27 @@ the signature is serialised, like any task argument.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery.results import AsyncResult
+
+#: ``(name, local) -> task``: the task a signature names. ``django_wurk.celery.task`` sets it
+#: (it defines tasks, and builds signatures, so it sits above this module). With ``local``
+#: False, a name this process does not define gives a task that only sends by name.
+_resolve: Callable[[str, bool], Any] | None = None
+
+
+def set_resolver(resolve: Callable[[str, bool], Any]) -> None:
+    global _resolve
+    _resolve = resolve
+
+
+def _task(name: str, local: bool) -> Any:
+    task = _resolve(name, local) if _resolve is not None else None
+    if task is None:
+        raise LookupError(f"no task named {name!r} is defined in this process")
+    return task
 
 
 class Signature(dict[str, Any]):
@@ -87,26 +104,17 @@ class Signature(dict[str, Any]):
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     **options: Any) -> AsyncResult:  # fmt: skip
-        from django_wurk.celery.task import default_app, lookup
-
         sig = self.clone(args, kwargs, **options)
-        task = lookup(sig.task)
-        if task is None:
-            return default_app.send_task(sig.task, sig.args, sig.kwargs, **sig.options)
-        return task.apply_async(sig.args, sig.kwargs, **sig.options)
+        result: AsyncResult = _task(sig.task, False).apply_async(sig.args, sig.kwargs, **sig.options)
+        return result
 
     def delay(self, *args: Any, **kwargs: Any) -> AsyncResult:
         return self.apply_async(args, kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Run the task here, now (Celery: calling a signature calls the task)."""
-        from django_wurk.celery.task import lookup
-
-        task = lookup(self.task)
-        if task is None:
-            raise LookupError(f"no task named {self.task!r} is defined in this process")
         sig = self.clone(args, kwargs)
-        return task(*sig.args, **sig.kwargs)
+        return _task(sig.task, True)(*sig.args, **sig.kwargs)
 
     def __repr__(self) -> str:
         args = ", ".join(

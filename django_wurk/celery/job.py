@@ -15,17 +15,20 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from django_wurk.celery.exceptions import Retry
 from django_wurk.core.job import Job
 
-if TYPE_CHECKING:
-    from django_wurk.celery.task import Task
+
+class Runner(Protocol):
+    """What runs the task for the job: the ``Task`` (named here, not imported: it builds this class)."""
+
+    def execute(self, job: CeleryJob, args: list[Any]) -> Any: ...
 
 
 class CeleryJob(Job, abstract=True):
-    task: ClassVar[Task]
+    task: ClassVar[Runner]
     retry = 0
 
     def perform(self, *args: Any) -> Any:

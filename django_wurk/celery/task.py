@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_wurk.celery import codec, options, states
+from django_wurk.celery import canvas, codec, options, states
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
     MaxRetriesExceededError,
@@ -165,9 +165,7 @@ class Celery:
         **opts: Any,
     ) -> AsyncResult:
         """Send by name; the task need not be defined in this process, only in the worker's."""
-        task = lookup(name)
-        if task is None:
-            task = Task(None, self, name=name, registered=False)
+        task = lookup(name) or Task(None, self, name=name, registered=False)
         return task.apply_async(args, kwargs, **opts)
 
     def AsyncResult(self, id: str) -> AsyncResult:
@@ -440,18 +438,16 @@ class Task:
         return setter
 
     def signature(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-                  **opts: Any) -> Any:  # fmt: skip
-        from django_wurk.celery.canvas import Signature
-
+                  **opts: Any) -> canvas.Signature:  # fmt: skip
         immutable = bool(opts.pop("immutable", False))
-        return Signature(str(self.name), args, kwargs, opts, immutable=immutable)
+        return canvas.Signature(str(self.name), args, kwargs, opts, immutable=immutable)
 
     subtask = signature
 
-    def s(self, *args: Any, **kwargs: Any) -> Any:
+    def s(self, *args: Any, **kwargs: Any) -> canvas.Signature:
         return self.signature(args, kwargs)
 
-    def si(self, *args: Any, **kwargs: Any) -> Any:
+    def si(self, *args: Any, **kwargs: Any) -> canvas.Signature:
         return self.signature(args, kwargs, immutable=True)
 
     def AsyncResult(self, task_id: str) -> AsyncResult:
@@ -709,6 +705,17 @@ def _decorator(app: Celery, args: tuple[Any, ...], opts: dict[str, Any]) -> Any:
     if args:
         raise TypeError("use @shared_task or @shared_task(option=...), with keyword options only")
     return wrap
+
+
+def _resolve(name: str, local: bool) -> Task | None:
+    """The task named ``name``; unless ``local``, one that sends by name when none is defined here."""
+    task = lookup(name)
+    if task is None and not local:
+        task = Task(None, default_app, name=name, registered=False)
+    return task
+
+
+canvas.set_resolver(_resolve)
 
 
 def shared_task(*args: Any, **opts: Any) -> Any:
