@@ -16,7 +16,7 @@ It imports nothing from Django; the Django app imports the ``tasks`` modules tha
 """
 
 from django_wurk.celery import states
-from django_wurk.celery.canvas import Signature, signature, subtask
+from django_wurk.celery.canvas import GroupResult, Signature, chain, chord, group, signature, subtask
 from django_wurk.celery.exceptions import (
     MaxRetriesExceededError,
     RemoteTaskError,
@@ -32,6 +32,7 @@ __all__ = [
     "AsyncResult",
     "Celery",
     "EagerResult",
+    "GroupResult",
     "MaxRetriesExceededError",
     "RemoteTaskError",
     "Request",
@@ -41,7 +42,10 @@ __all__ = [
     "TaskRevokedError",
     "TimeoutError",
     "UnsupportedOptionWarning",
+    "chain",
+    "chord",
     "current_app",
+    "group",
     "lookup",
     "shared_task",
     "signature",

@@ -387,6 +387,7 @@ class Task:
         if priority is not None:
             options.warn_unsupported("priority", where)
         on_commit = opts.pop("_on_commit", None)
+        rest_of_chain = opts.pop("_chain", None)
         ignore_result = opts.pop("ignore_result", None)
         retries = opts.pop("retries", None)
         serializer = opts.pop("serializer", "json")
@@ -412,6 +413,8 @@ class Task:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
             payload[IGNORE_RESULT_KEY] = bool(ignore_result)
+        if rest_of_chain:
+            payload[canvas.CHAIN_KEY] = codec.encode(list(rest_of_chain))
         if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
             payload["retry_count"] = retries - 1  # so request.retries reads ``retries`` again
         payload["jid"] = jid
@@ -608,6 +611,8 @@ class Task:
             store.success(job.jid, value, expires)
         self._hook(self.on_success, value, job.jid, args, kwargs)
         self._hook(self.after_return, states.SUCCESS, value, job.jid, args, kwargs, None)
+        if payload.get(canvas.CHAIN_KEY):
+            canvas.continue_chain(payload[canvas.CHAIN_KEY], value)
         return value
 
     def _run_with_autoretry(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
