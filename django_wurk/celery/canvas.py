@@ -11,14 +11,18 @@ is a batch whose ``success`` callback calls the body with the header's results.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery import codec
+from django_wurk.celery.exceptions import ImproperlyConfigured
 from django_wurk.celery.results import AsyncResult
 from django_wurk.core import wire
 from django_wurk.core.features.batches import BatchCallback
+
+logger = logging.getLogger("django_wurk.celery")
 
 #: ``(name, local) -> task``: the task a signature names. ``django_wurk.celery.task`` sets it
 #: (it defines tasks, and builds signatures, so it sits above this module). With ``local``
@@ -219,12 +223,23 @@ def _call_args(
 
 
 def continue_chain(rest: Any, value: Any) -> None:
-    """Call the next step of a chain with ``value`` (run by the worker after a step succeeded)."""
-    steps = codec.decode(rest)
-    if not isinstance(steps, list) or not steps:
-        return
-    nxt = Signature(steps[0])
-    _task(nxt.task, False).apply_async(*_call_args(nxt, (value,), None), **nxt.options, _chain=steps[1:])
+    """Call the next step of a chain with ``value`` (run by the worker after a step succeeded).
+
+    A rest that cannot be read or sent (another program's payload: not signatures, a bad
+    task id or option) is logged and the chain stops there: the step itself has run. A push
+    that cannot reach Redis raises, so the failure is recorded with the job.
+    """
+    try:
+        steps = codec.decode(rest)
+        if not isinstance(steps, list) or not steps:
+            raise ValueError("not a list of signatures")
+        nxt = Signature(steps[0])
+        call = _call_args(nxt, (value,), None)
+        _task(nxt.task, False).apply_async(*call, **nxt.options, _chain=steps[1:])
+    except (ValueError, TypeError, LookupError, ImproperlyConfigured) as exc:
+        logger.error(
+            "the rest of a chain cannot be sent (%s: %s); the chain stops here", type(exc).__name__, exc
+        )
 
 
 class GroupResult:

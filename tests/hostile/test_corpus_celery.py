@@ -119,6 +119,10 @@ ODD_FIELDS: list[dict[str, Any]] = [
     {"retry_count": 10**30},
     {"ignore_result": "yes"},
     {"ignore_result": None},
+    {"chain": "x"},
+    {"chain": [5]},
+    {"chain": [{"task": 5}]},
+    {"chain": [{"task": "hostile.celery.count", "args": "no list", "options": {"task_id": "no spaces"}}]},
     {"kwargs": {"k": 1}, "expiry": 0},
 ]
 
@@ -143,5 +147,5 @@ def test_odd_celery_payloads_run_once_or_are_buried_once(r: Any, fleet: Fleet, w
         revoked = AsyncResult(jid).state == states.REVOKED
         traces = runs.get(jid, 0) + dead.count(jid) + int(revoked)
         assert traces == 1, (jid, runs.get(jid), dead.count(jid), revoked)
-    assert AsyncResult("odd-celery-17").state == states.REVOKED  # expiry 0: long past
+    assert AsyncResult(f"odd-celery-{len(ODD_FIELDS) - 1}").state == states.REVOKED  # expiry 0: long past
     assert "odd-celery-0" in dead and runs.get("odd-celery-8") == 1  # kwargs a list; expiry text
