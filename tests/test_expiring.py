@@ -49,6 +49,13 @@ class Digest(Job):
         wurk.redis.hincrby(RUNS, marker, 1)
 
 
+class Hourly(Job):
+    expires_in = 3600  # a feature's option as a class attribute, like ``queue``
+
+    def perform(self, marker: str) -> None:
+        wurk.redis.hincrby(RUNS, marker, 1)
+
+
 class FailsOnce(Job):
     """Fails its first run; its retry waits an hour, unless a test makes it due."""
 
@@ -134,8 +141,9 @@ def test_set_takes_a_timedelta_and_class_options_work(wurk: Wurk, r: Any) -> Non
     plain.set(expires_in=timedelta(minutes=5)).perform_async("a")
     Digest.perform_async("b")
     refresh.set(expires_in=1.5).perform_async("x")
-    a, b, c = reversed(stored(r))  # LPUSH: newest first
-    assert (a[EXPIRES_IN], b[EXPIRES_IN], c[EXPIRES_IN]) == (300, 3600, 1.5)
+    Hourly.perform_async("h")
+    a, b, c, d = reversed(stored(r))  # LPUSH: newest first
+    assert (a[EXPIRES_IN], b[EXPIRES_IN], c[EXPIRES_IN], d[EXPIRES_IN]) == (300, 3600, 1.5, 3600)
     assert a[EXPIRES_AT] == pytest.approx(now + 300, abs=5)
     assert b[EXPIRES_AT] == pytest.approx(now + 3600, abs=5)
     assert c[EXPIRES_AT] == pytest.approx(now + 1.5, abs=5)
@@ -178,6 +186,11 @@ def test_bad_expires_in_is_refused_at_definition() -> None:
 
         class Bad(Job, abstract=True):
             options = {"expires_in": -60}
+
+    with pytest.raises(ValueError, match=r"Worse: expires_in must be seconds"):
+
+        class Worse(Job, abstract=True):
+            expires_in = "soon"
 
 
 # On a worker: a job past its expires_at is skipped ------------------------------------------------
