@@ -29,9 +29,10 @@ def duration(value: Any) -> int | float | None:
     """``value`` as a usable duration in seconds, or ``None``: a real number > 0 and below
     Sidekiq Pro's limit.
 
-    Sidekiq Pro refuses ``expires_in`` from ``1_000_000_000`` up, taking it for an absolute
-    time given by mistake. A huge integer is compared as it is (never turned into a float,
-    which would overflow).
+    Sidekiq Pro refuses an ``expires_in`` above ``1_000_000_000``, taking it for an absolute
+    time given by mistake; the bound here is the engine's one for such numbers (``retry_for``,
+    ``perform_in``), 10^9 itself excluded. A huge integer is compared as it is (never turned
+    into a float, which would overflow).
     """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
