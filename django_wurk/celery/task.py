@@ -34,6 +34,7 @@ from django_wurk.celery.results import DEFAULT_EXPIRES, AsyncResult, ResultStore
 from django_wurk.core import wire
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
+from django_wurk.core.features.expiring import EXPIRES_AT
 from django_wurk.core.job import Setter, delivery_options
 
 logger = logging.getLogger("django_wurk.celery")
@@ -41,9 +42,10 @@ logger = logging.getLogger("django_wurk.celery")
 #: The payload key holding a Celery task's keyword arguments (a JSON object). The same key
 #: the django.tasks backend uses, so one convention covers both.
 KWARGS_KEY = "kwargs"
-#: The payload key holding an absolute expiry (epoch seconds), the one Sidekiq Pro's
-#: expiring jobs write and the expiring-jobs feature reads; the task job checks it too.
-EXPIRY_KEY = "expiry"
+#: The payload key holding an absolute expiry (epoch seconds): Sidekiq Pro's ``expires_at``,
+#: which the expiring-jobs feature checks before each run (it skips the job; the Celery
+#: layer's middleware records REVOKED first, ``django_wurk.celery.job.RecordRevoked``).
+EXPIRY_KEY = EXPIRES_AT
 #: Set in the payload when one call asked for ``ignore_result=True``.
 IGNORE_RESULT_KEY = "ignore_result"
 
@@ -552,6 +554,20 @@ class Task:
             value = value.total_seconds()
         return int(value) if value else None
 
+    def ignores_result(self, payload: Mapping[str, Any]) -> bool:
+        """The call's ``ignore_result`` if it gave one, else the task's, else the app's."""
+        per_call = payload.get(IGNORE_RESULT_KEY)
+        if per_call is not None:
+            return per_call is True
+        if self.ignore_result is not None:
+            return bool(self.ignore_result)
+        return bool(self.app.setting("task_ignore_result"))
+
+    def record_revoked(self, task_id: str, payload: Mapping[str, Any]) -> None:
+        """The job expired before it ran (the expiring-jobs feature skips it): say REVOKED."""
+        if not self.ignores_result(payload):
+            ResultStore(wurk).write(task_id, states.REVOKED, None, expires=self.result_expires)
+
     def execute(self, job: CeleryJob, args: list[Any]) -> Any:
         payload = job.payload
         kw = payload.get(KWARGS_KEY, {})
@@ -560,11 +576,7 @@ class Task:
         args, kwargs = codec.decode(args), codec.decode(kw)
         count = payload.get("retry_count")
         retries = count + 1 if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
-        ignore = self.ignore_result
-        if ignore is None:
-            ignore = bool(self.app.setting("task_ignore_result"))
-        if payload.get(IGNORE_RESULT_KEY) is not None:
-            ignore = payload.get(IGNORE_RESULT_KEY) is True
+        ignore = self.ignores_result(payload)
         request = Request(
             id=job.jid, task=self.name, retries=retries, args=args, kwargs=kwargs,
             delivery_info={"routing_key": payload.get("queue"), "exchange": "", "priority": None,
@@ -574,12 +586,6 @@ class Task:
         )  # fmt: skip
         store = ResultStore(wurk)
         expires = self.result_expires
-        expiry = payload.get(EXPIRY_KEY)
-        if isinstance(expiry, (int, float)) and not isinstance(expiry, bool) and time.time() > expiry:
-            logger.info("task %s[%s] expired before it ran; skipped", self.name, job.jid)
-            if not ignore:
-                store.write(job.jid, states.REVOKED, None, expires=expires)
-            return None
         token = _running.set(request)
         try:
             track = (

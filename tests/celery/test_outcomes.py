@@ -102,6 +102,7 @@ def test_an_expired_task_does_not_run(celery_workers: Launcher, r: Any) -> None:
     finally:
         worker.stop()
     assert result.state == states.REVOKED and "x" not in tasks.CALLS
+    assert r.get("stat:expired") == b"1"  # skipped by the expiring-jobs feature, counted there
 
 
 def test_ignore_result_stores_nothing(celery_workers: Launcher, r: Any) -> None:

@@ -2,7 +2,7 @@
 
 ``celery-task-meta-<id>`` may hold any bytes (a Celery worker of another version, a person, an
 accident): ``AsyncResult`` must read each as a state, never crash, and re-raise only exception
-instances. A job naming a Celery task may carry any ``kwargs``, ``expiry``, ``retry_count``,
+instances. A job naming a Celery task may carry any ``kwargs``, ``expires_at``, ``retry_count``,
 ``ignore_result`` or kombu envelope: each must run once, or reach the dead set once, or (when
 expired) be skipped with a REVOKED result; never crash a worker, never be lost or run twice.
 """
@@ -110,10 +110,10 @@ ODD_FIELDS: list[dict[str, Any]] = [
     {"kwargs": {"a": {"__type__": "nosuchtype", "__value__": 1}}},
     {"args": [{"__type__": "decimal", "__value__": "not a number"}]},
     {"args": [{"__type__": "base64", "__value__": "%%%"}]},
-    {"expiry": "soon"},
-    {"expiry": -1e300},
-    {"expiry": 1e300},
-    {"expiry": [1]},
+    {"expires_at": "soon"},
+    {"expires_at": -1e300},
+    {"expires_at": 1e300},
+    {"expires_at": [1]},
     {"retry_count": "x"},
     {"retry_count": -5},
     {"retry_count": 10**30},
@@ -123,7 +123,7 @@ ODD_FIELDS: list[dict[str, Any]] = [
     {"chain": [5]},
     {"chain": [{"task": 5}]},
     {"chain": [{"task": "hostile.celery.count", "args": "no list", "options": {"task_id": "no spaces"}}]},
-    {"kwargs": {"k": 1}, "expiry": 0},
+    {"kwargs": {"k": 1}, "expires_at": 1},
 ]
 
 
@@ -147,5 +147,5 @@ def test_odd_celery_payloads_run_once_or_are_buried_once(r: Any, fleet: Fleet, w
         revoked = AsyncResult(jid).state == states.REVOKED
         traces = runs.get(jid, 0) + dead.count(jid) + int(revoked)
         assert traces == 1, (jid, runs.get(jid), dead.count(jid), revoked)
-    assert AsyncResult(f"odd-celery-{len(ODD_FIELDS) - 1}").state == states.REVOKED  # expiry 0: long past
+    assert AsyncResult(f"odd-celery-{len(ODD_FIELDS) - 1}").state == states.REVOKED  # expires_at 1: 1970
     assert "odd-celery-0" in dead and runs.get("odd-celery-8") == 1  # kwargs a list; expiry text
