@@ -126,3 +126,17 @@ def test_celerys_own_async_result_reads_our_results(redis_url: str, celery_worke
             theirs.get(timeout=5)
     finally:
         reader.close()
+
+
+def test_canvas_gives_the_same_results(celery_tasks: types.ModuleType, celery_workers: Launcher) -> None:
+    def flows(m: types.ModuleType, canvas: Any) -> list[Any]:
+        return [
+            canvas.chain(m.add.s(1, 2), m.add.s(10), m.multiply.s(2)).apply_async().get(timeout=10),
+            (m.add.s(2, 2) | m.add.si(5, 5)).apply_async().get(timeout=10),
+            canvas.group(m.add.s(i, i) for i in range(4)).apply_async().get(timeout=10),
+            canvas.chord([m.add.s(i, 1) for i in range(3)])(m.collect.s("c")).get(timeout=10),
+        ]
+
+    import django_wurk.celery as wurk_canvas
+
+    assert flows(wurk_tasks, wurk_canvas) == flows(celery_tasks, celery) == [26, 10, [0, 2, 4, 6], [1, 2, 3]]
