@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_wurk.celery import canvas, codec, options, states
+from django_wurk.celery import canvas, codec, options, schedules, states
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
     MaxRetriesExceededError,
@@ -169,6 +169,10 @@ class Celery:
         """Send by name; the task need not be defined in this process, only in the worker's."""
         task = lookup(name) or Task(None, self, name=name, registered=False)
         return task.apply_async(args, kwargs, **opts)
+
+    def periodic_entries(self) -> schedules.BeatImport:
+        """This app's ``beat_schedule`` (``CELERY_BEAT_SCHEDULE``) as periodic-job entries."""
+        return schedules.periodic_entries(self.setting("beat_schedule") or {}, self.setting("timezone"))
 
     def AsyncResult(self, id: str) -> AsyncResult:
         return AsyncResult(id)
