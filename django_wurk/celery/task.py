@@ -238,6 +238,9 @@ class Request:
         return getattr(self, key, default)
 
 
+#: Set while ``apply()`` runs a task in this thread: Celery keeps no result for an eager run
+#: (``EagerResult`` holds it), so none is written, and no Redis is needed for one.
+_eager: contextvars.ContextVar[bool] = contextvars.ContextVar("wurk_celery_eager", default=False)
 _running: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
     "django_wurk_celery_request", default=None
 )
@@ -475,7 +478,11 @@ class Task:
             payload[KWARGS_KEY] = codec.encode(dict(kwargs))
         payload["jid"] = jid
         try:
-            value = wurk.run_inline(payload)
+            token = _eager.set(True)
+            try:
+                value = wurk.run_inline(payload)
+            finally:
+                _eager.reset(token)
         except Retry as exc:
             return EagerResult(jid, exc, states.RETRY)
         except Exception as exc:
@@ -580,12 +587,13 @@ class Task:
         args, kwargs = codec.decode(args), codec.decode(kw)
         count = payload.get("retry_count")
         retries = count + 1 if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
-        ignore = self.ignores_result(payload)
+        eager = _eager.get()
+        ignore = eager or self.ignores_result(payload)
         request = Request(
             id=job.jid, task=self.name, retries=retries, args=args, kwargs=kwargs,
             delivery_info={"routing_key": payload.get("queue"), "exchange": "", "priority": None,
                            "redelivered": None},
-            hostname=socket.gethostname(), called_directly=False, ignore_result=ignore,
+            hostname=socket.gethostname(), called_directly=False, ignore_result=ignore, is_eager=eager,
             expires=_iso(payload.get(EXPIRY_KEY)),
         )  # fmt: skip
         store = ResultStore(wurk)

@@ -73,6 +73,8 @@ def test_apply_runs_here_and_eager_mode(wurk: Any, r: Any) -> None:
     eager = Celery("eager", task_always_eager=True)
     twice = eager.task(name="eager.twice")(lambda x: x * 2)
     assert twice.delay(4).get() == 8 and r.llen("queue:default") == 0
+    assert r.keys("celery-task-meta-*") == []  # an eager run keeps its result in the EagerResult only
+    assert tasks.whoami.apply().get()["id"] is not None
 
 
 def test_autodiscover_imports_each_apps_tasks_module(monkeypatch: pytest.MonkeyPatch) -> None:
