@@ -397,6 +397,12 @@ class Task:
             options.warn_unsupported("priority", where)
         on_commit = opts.pop("_on_commit", None)
         rest_of_chain = opts.pop("_chain", None)
+        celery_chain = opts.pop("chain", None)
+        if celery_chain:
+            # A Celery message's embedded chain keeps the next step last (Celery pops it).
+            if not isinstance(celery_chain, (list, tuple)):
+                raise TypeError(f"{where}: chain must be a list of signatures, got {celery_chain!r}")
+            rest_of_chain = [*reversed(celery_chain), *(rest_of_chain or ())]
         ignore_result = opts.pop("ignore_result", None)
         retries = opts.pop("retries", None)
         serializer = opts.pop("serializer", "json")

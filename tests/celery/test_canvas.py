@@ -60,3 +60,14 @@ def test_a_chord_whose_header_fails_never_calls_its_body(celery_workers: Launche
     wait_for(lambda: BatchStatus(result.parent.id).complete)
     assert BatchStatus(result.parent.id).failures == 1
     assert result.state == states.PENDING and "body" not in tasks.CALLS
+
+
+def test_a_celery_messages_embedded_chain_goes_on(celery_workers: Launcher) -> None:
+    """What wurk_drain_celery hands over: Celery keeps the chain's next step last."""
+    last = tasks.multiply.s(2).set(task_id="last-step")
+    middle = tasks.add.s(10).set(task_id="middle-step")
+    tasks.add.apply_async((1, 2), chain=[dict(last), dict(middle)])
+    from django_wurk.celery import AsyncResult
+
+    assert AsyncResult("last-step").get(timeout=10) == 26
+    assert AsyncResult("middle-step").get(timeout=1) == 13
