@@ -136,3 +136,10 @@ def test_countdown_runs_the_task_later(celery_workers: Launcher) -> None:
     started = time.monotonic()
     assert tasks.add.apply_async((1, 1), countdown=0.5).get(timeout=10) == 2
     assert time.monotonic() - started >= 0.5
+
+
+def test_a_return_value_json_cannot_carry_is_recorded_not_failed(celery_workers: Launcher, r: Any) -> None:
+    result = tasks.returns_a_set.delay()
+    value = result.get(timeout=10)
+    assert result.state == states.SUCCESS and value["unencodable_result"] == "{1, 2}"
+    assert r.zcard("dead") == 0
