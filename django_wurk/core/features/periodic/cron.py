@@ -43,7 +43,7 @@ import math
 import re
 from bisect import bisect_left
 from dataclasses import dataclass
-from datetime import UTC, MAXYEAR, datetime, timedelta
+from datetime import MAXYEAR, UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 #: The macros Vixie cron knows, each as the five fields it stands for (``@reboot`` excluded).
@@ -93,7 +93,8 @@ class _Field:
             raise CronError(f"{self.name} field: {item!r} is not supported (no L, W, # or ? extensions)")
         if any(c.isalpha() for c in item):
             raise CronError(
-                f"{self.name} field: {item!r}: names are not supported, use numbers {self.low}-{self.high}{self.hint}"
+                f"{self.name} field: {item!r}: names are not supported, "
+                f"use numbers {self.low}-{self.high}{self.hint}"
             )
         match = _ITEM.fullmatch(item)
         if match is None:
@@ -299,7 +300,9 @@ class Cron:
             return
         days = ",".join(map(str, self.days))
         months = ",".join(map(str, self.months))
-        raise CronError(f"{self.expression!r} never fires: day-of-month {days} does not occur in month {months}")
+        raise CronError(
+            f"{self.expression!r} never fires: day-of-month {days} does not occur in month {months}"
+        )
 
 
 def parse_timezone(name: str) -> ZoneInfo:
@@ -319,7 +322,7 @@ def parse_timezone(name: str) -> ZoneInfo:
 def _expand_macro(fields: list[str]) -> list[str]:
     macro = fields[0].lower()
     if macro == "@reboot":
-        raise CronError("@reboot is not supported: periodic jobs run on a schedule, not when a process starts")
+        raise CronError("@reboot is not supported: periodic jobs run on a schedule, not at start-up")
     if macro not in MACROS:
         raise CronError(f"unknown macro {fields[0]!r}; the macros are {', '.join(MACROS)}")
     if len(fields) > 1:
