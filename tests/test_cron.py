@@ -10,8 +10,10 @@ Australia/Lord_Howe moves by half an hour, repeating 01:30-01:59 on 6 April and 
 
 from __future__ import annotations
 
+import calendar
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as time_of_day
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -50,6 +52,9 @@ SCHEDULES = """
 0 12 * * 7        | UTC                 | 2026-01-01T00:00+00:00    | 2026-01-04T12:00+00:00  2026-01-11T12:00+00:00
 0 12 * * 5-7      | UTC                 | 2026-01-01T00:00+00:00    | 2026-01-02T12:00+00:00  2026-01-03T12:00+00:00  2026-01-04T12:00+00:00
                                                                       2026-01-09T12:00+00:00
+# a field that moves on starts the finer fields from their first value
+0 0 1 3 *         | UTC                 | 2026-01-15T12:30+00:00    | 2026-03-01T00:00+00:00  2027-03-01T00:00+00:00
+15 5 10 * *       | UTC                 | 2026-01-05T08:40+00:00    | 2026-01-10T05:15+00:00  2026-02-10T05:15+00:00
 # --- day-of-month and day-of-week ---------------------------------------------------
 # both restricted: every 13th and every Friday (Friday 13 February fires once)
 0 0 13 * 5        | UTC                 | 2026-01-01T00:00+00:00    | 2026-01-02T00:00+00:00  2026-01-09T00:00+00:00  2026-01-13T00:00+00:00
@@ -367,17 +372,31 @@ def test_a_time_zone_name_must_be_a_string() -> None:
 # --- the property: next_after finds exactly the next firing instant ------------------------
 
 ZONES = ["UTC", BERLIN, NEW_YORK, SYDNEY, LORD_HOWE, "Asia/Kathmandu", "America/Sao_Paulo"]
-#: Instants at which one of ZONES changed its offset, to start near (and inside) gaps and overlaps.
+#: Offset changes in ZONES, to start near and inside gaps and overlaps: (zone, first instant after).
 TRANSITIONS = [
-    datetime(2025, 3, 30, 1, tzinfo=UTC),
-    datetime(2025, 10, 26, 1, tzinfo=UTC),
-    datetime(2025, 3, 9, 7, tzinfo=UTC),
-    datetime(2025, 11, 2, 6, tzinfo=UTC),
-    datetime(2025, 4, 5, 16, tzinfo=UTC),
-    datetime(2025, 10, 4, 16, tzinfo=UTC),
-    datetime(2025, 4, 5, 15, tzinfo=UTC),
-    datetime(2025, 10, 4, 15, 30, tzinfo=UTC),
-    datetime(2018, 11, 4, 3, tzinfo=UTC),
+    (BERLIN, datetime(2025, 3, 30, 1, tzinfo=UTC)),
+    (BERLIN, datetime(2025, 10, 26, 1, tzinfo=UTC)),
+    (NEW_YORK, datetime(2025, 3, 9, 7, tzinfo=UTC)),
+    (NEW_YORK, datetime(2025, 11, 2, 6, tzinfo=UTC)),
+    (SYDNEY, datetime(2025, 4, 5, 16, tzinfo=UTC)),
+    (SYDNEY, datetime(2025, 10, 4, 16, tzinfo=UTC)),
+    (LORD_HOWE, datetime(2025, 4, 5, 15, tzinfo=UTC)),
+    (LORD_HOWE, datetime(2025, 10, 4, 15, 30, tzinfo=UTC)),
+    ("America/Sao_Paulo", datetime(2018, 11, 4, 3, tzinfo=UTC)),
+    ("America/Sao_Paulo", datetime(2019, 2, 17, 2, tzinfo=UTC)),
+]
+#: Hour fields naming the local hours those transitions touch (midnight to 3 o'clock).
+NIGHT_HOURS = [
+    ("*", set(range(24))),
+    ("0-23", set(range(24))),
+    ("*/2", set(range(0, 24, 2))),
+    ("0", {0}),
+    ("23,0", {23, 0}),
+    ("1", {1}),
+    ("2", {2}),
+    ("1-3", {1, 2, 3}),
+    ("1,2", {1, 2}),
+    ("2-4/2", {2, 4}),
 ]
 #: How far past the moment the walk looks for a firing instant next_after missed.
 WINDOW = timedelta(days=2)
@@ -406,61 +425,125 @@ def field(draw: st.DrawFn, low: int, high: int) -> tuple[str, set[int]]:
     return ",".join(items), values
 
 
+def day_matches(day: date, fields: list[tuple[str, set[int]]]) -> bool:
+    """Whether ``day`` is one of the fields' days, by Vixie's rule for the two day fields."""
+    _, _, (day_text, days), (_, months), (weekday_text, weekdays) = fields
+    by_date = day.day in days
+    by_weekday = day.isoweekday() % 7 in {w % 7 for w in weekdays}
+    either = not (day_text.startswith("*") or weekday_text.startswith("*"))
+    return day.month in months and ((by_date or by_weekday) if either else (by_date and by_weekday))
+
+
 def fires(instant: datetime, tz: ZoneInfo, fields: list[tuple[str, set[int]]]) -> bool:
     """Whether a periodic job with these fields fires at ``instant``, by the documented rules."""
-    (_, minutes), (_, hours), (day_text, days), (_, months), (weekday_text, weekdays) = fields
+    (_, minutes), (_, hours) = fields[:2]
     local = instant.astimezone(tz)
     if local.second or local.microsecond:
         return False
-    by_date = local.day in days
-    by_weekday = local.isoweekday() % 7 in {w % 7 for w in weekdays}
-    either = not (day_text.startswith("*") or weekday_text.startswith("*"))
-    if not (
-        local.minute in minutes
-        and local.hour in hours
-        and local.month in months
-        and ((by_date or by_weekday) if either else (by_date and by_weekday))
-    ):
+    if not (local.minute in minutes and local.hour in hours and day_matches(local.date(), fields)):
         return False
     repeated = local.replace(fold=1 - local.fold).utcoffset() != local.utcoffset()
     return not repeated or local.fold == 0 or hours == set(range(24))
 
 
-moments = st.one_of(
-    st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2060, 1, 1), timezones=st.just(UTC)),
-    st.builds(
-        lambda at, seconds: at + timedelta(seconds=seconds),
-        st.sampled_from(TRANSITIONS),
-        st.integers(-4 * 3600, 4 * 3600),
-    ),
-)
+def fires_that_day(day: date, tz: ZoneInfo, fields: list[tuple[str, set[int]]]) -> bool:
+    """Whether the fields fire at least once on the local date ``day`` (a matching day with a
+    matching time of day that no spring-forward gap skips)."""
+    (_, minutes), (_, hours) = fields[:2]
+    if not day_matches(day, fields):
+        return False
+    for hour in sorted(hours):
+        for minute in sorted(minutes):
+            wall = datetime.combine(day, time_of_day(hour, minute))
+            before = wall.replace(tzinfo=tz, fold=0).utcoffset()
+            after = wall.replace(tzinfo=tz, fold=1).utcoffset()
+            assert before is not None and after is not None
+            if before >= after:
+                return True
+    return False
 
 
-@settings(derandomize=True, max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    st.tuples(field(0, 59), field(0, 23), field(1, 31), field(1, 12), field(0, 7)),
-    st.sampled_from(ZONES),
-    moments,
-)
-def test_next_after_is_the_first_firing_instant_after_the_moment(
-    drawn: tuple[tuple[str, set[int]], ...], zone: str, moment: datetime
+def assert_next_after_is_the_first_firing_instant(
+    fields: list[tuple[str, set[int]]], zone: str, moment: datetime
 ) -> None:
-    fields = list(drawn)
     expression = " ".join(text for text, _ in fields)
     try:
         cron = Cron.parse(expression)
     except CronError as error:
+        # only a day that must match both day fields can be impossible, and only by date
+        (day_text, days), (_, months), (weekday_text, _) = fields[2:]
         assert "never fires" in str(error)
+        assert day_text.startswith("*") or weekday_text.startswith("*")
+        assert all(day > calendar.monthrange(2000, month)[1] for day in days for month in months)
         assume(False)
         return
     tz = ZoneInfo(zone)
     found = cron.next_after(moment, tz)
     assert found > moment
     assert fires(found, tz, fields), f"{expression} in {zone}: {found.astimezone(tz)} should not fire"
-    # every zone here has whole-minute offsets, so local minutes start on UTC minutes
+    # Minute by minute after the moment (every zone here has whole-minute offsets, so local
+    # minutes start on UTC minutes)...
     step = moment.replace(second=0, microsecond=0) + timedelta(minutes=1)
     while step < min(found, moment + WINDOW):
         assert not fires(step, tz, fields), (
             f"{expression} in {zone}: {step.astimezone(tz)} fires before {found}"
         )
         step += timedelta(minutes=1)
+    if found <= moment + WINDOW:
+        return
+    # ...then, for an occurrence further away, day by day up to the found day...
+    day, last = moment.astimezone(tz).date() + timedelta(days=1), found.astimezone(tz).date()
+    while day < last:
+        assert not fires_that_day(day, tz, fields), f"{expression} in {zone}: {day} fires before {found}"
+        day += timedelta(days=1)
+    # ...and minute by minute through the found day up to the occurrence.
+    step = max(step, found - timedelta(hours=26))
+    while step < found:
+        assert not fires(step, tz, fields), (
+            f"{expression} in {zone}: {step.astimezone(tz)} fires before {found}"
+        )
+        step += timedelta(minutes=1)
+
+
+@settings(derandomize=True, max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.tuples(field(0, 59), field(0, 23), field(1, 31), field(1, 12), field(0, 7)),
+    st.sampled_from(ZONES),
+    st.datetimes(min_value=datetime(1990, 1, 1), max_value=datetime(2060, 1, 1), timezones=st.just(UTC)),
+)
+def test_next_after_is_the_first_firing_instant_after_the_moment(
+    drawn: tuple[tuple[str, set[int]], ...], zone: str, moment: datetime
+) -> None:
+    assert_next_after_is_the_first_firing_instant(list(drawn), zone, moment)
+
+
+#: Minute fields that fire often and seldom inside an hour.
+SOME_MINUTES = [
+    ("0", {0}),
+    ("30", {30}),
+    ("45", {45}),
+    ("*/15", {0, 15, 30, 45}),
+    ("*", set(range(60))),
+    ("10,50", {10, 50}),
+]
+
+
+@settings(derandomize=True, max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.one_of(st.sampled_from(SOME_MINUTES), field(0, 59)),
+    st.sampled_from(NIGHT_HOURS),
+    st.sampled_from(TRANSITIONS),
+    # from two hours before the change to one after, off the minute; uniform, where
+    # st.integers would favour values near 0
+    st.sampled_from(range(-2 * 3600, 3600, 37)),
+)
+def test_next_after_is_the_first_firing_instant_around_clock_changes(
+    minutes: tuple[str, set[int]],
+    hours: tuple[str, set[int]],
+    transition: tuple[str, datetime],
+    seconds: int,
+) -> None:
+    zone, changed_at = transition
+    every_day = [("*", set(range(1, 32))), ("*", set(range(1, 13))), ("*", set(range(8)))]
+    moment = changed_at + timedelta(seconds=seconds)
+    assert_next_after_is_the_first_firing_instant([minutes, hours, *every_day], zone, moment)
