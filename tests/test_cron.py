@@ -322,6 +322,8 @@ def test_a_schedule_that_only_matches_skipped_times_raises_instead_of_looping() 
 def test_the_end_of_the_calendar_raises_instead_of_overflowing() -> None:
     with pytest.raises(CronError, match="no occurrence"):
         Cron.parse("0 0 1 1 *").next_after(datetime(9999, 6, 1, tzinfo=UTC), ZoneInfo("UTC"))
+    with pytest.raises(CronError, match="no occurrence"):
+        Cron.parse("* * * * *").next_after(datetime.max.replace(tzinfo=UTC), ZoneInfo("Pacific/Kiritimati"))
     last = Cron.parse("0 0 31 12 *").next_after(datetime(9999, 6, 1, tzinfo=UTC), ZoneInfo("UTC"))
     assert last == datetime(9999, 12, 31, tzinfo=UTC)
 

@@ -1,7 +1,7 @@
 """Cron expressions: parse one, and find when it next fires in a time zone.
 
 Written here, not taken from PyPI: croniter and cronsim both fire a time that a
-spring-forward gap skips (the period's rule is that it does not fire) and accept syntax we
+spring-forward gap skips (periodic jobs' rule is that it does not fire) and accept syntax we
 refuse (seconds, names, ``L W # ?``); see "Why this parser" in ``docs/periodic.md``.
 
 The syntax is Vixie cron's five fields, ``minute hour day-of-month month day-of-week``,
@@ -19,9 +19,9 @@ crontab it was copied from.
 
 Time is local wall-clock time in the schedule's ``ZoneInfo``; daylight saving time:
 
-- A local time that a spring-forward gap skips does not exist, so it does not fire
-  (``30 2 * * *`` in Europe/Berlin fires on neither side of the gap that day). No catch-up:
-  the job was not due at any instant that existed.
+- A local time that a spring-forward gap skips does not exist, so it does not fire:
+  ``30 2 * * *`` in Europe/Berlin has no run on 30 March 2025, and no catch-up run at 03:00
+  either, since the job was not due at any instant that existed.
 - A local time that a fall-back overlap repeats fires once, at its first occurrence, when
   the hour field names hours (``30 1 * * *``, ``0 */2 * * *``, ``*/15 1 * * *``): those
   schedules name wall-clock times, and a time of day happens once a day.
@@ -190,6 +190,12 @@ class Cron:
         """
         if moment.tzinfo is None or moment.utcoffset() is None:
             raise ValueError(f"moment must be an aware datetime, got {moment!r}")
+        try:
+            return self._next_after(moment, tz)
+        except OverflowError:  # a moment at the very end of datetime's calendar
+            raise CronError(f"{self.expression!r} has no occurrence in {tz} after {moment}") from None
+
+    def _next_after(self, moment: datetime, tz: ZoneInfo) -> datetime:
         local = moment.astimezone(tz)
         wall = local.replace(tzinfo=None)
         start = wall.replace(second=0, microsecond=0) + _MINUTE
@@ -207,7 +213,7 @@ class Cron:
     def _in_overlap(
         self, start: datetime, first: datetime, end: datetime, fold: int, tz: ZoneInfo
     ) -> datetime | None:
-        """The next occurrence inside the repeated hour ``[first, end)`` that ``moment`` is in.
+        """The next occurrence inside the repeated hour ``[first, end)``, ``start`` being in it.
 
         In the first pass (``fold`` 0) the rest of the first pass comes first, then, for an
         every-hour schedule, the whole second pass; in the second pass only an every-hour
@@ -228,20 +234,14 @@ class Cron:
     def _first_from(self, start: datetime, tz: ZoneInfo) -> datetime:
         """The first occurrence at a local time from ``start`` on, ``start`` being outside
         any repeated hour: times in a gap are skipped, a repeated time fires its first pass."""
-        wall: datetime | None = start
+        until = _year_after(start, SEARCH_YEARS)
+        wall = self._next_wall(start, until)
         while wall is not None:
-            wall = self._next_wall(wall, until=_year_after(start, SEARCH_YEARS))
-            if wall is None:
-                break
-            before = wall.replace(tzinfo=tz, fold=0).utcoffset()
-            after = wall.replace(tzinfo=tz, fold=1).utcoffset()
-            assert before is not None and after is not None
-            if before < after:  # in a spring-forward gap: this local time does not exist
-                wall += _MINUTE
-                continue
-            return _instant(wall, tz, fold=0)
+            if not _skipped(wall, tz):
+                return _instant(wall, tz, fold=0)
+            wall = self._next_wall(wall + _MINUTE, until)
         raise CronError(
-            f"{self.expression!r} has no occurrence in {tz.key} within {SEARCH_YEARS} years of {start}"
+            f"{self.expression!r} has no occurrence in {tz} within {SEARCH_YEARS} years of {start}"
         )
 
     def _next_wall(self, start: datetime, until: datetime) -> datetime | None:
@@ -340,6 +340,15 @@ def _year_after(start: datetime, years: int) -> datetime:
     if start.year + years > MAXYEAR:
         return datetime.max
     return datetime(start.year + years, 1, 1)
+
+
+def _skipped(wall: datetime, tz: ZoneInfo) -> bool:
+    """Whether a spring-forward gap skips the local time ``wall`` (PEP 495: in a gap, fold 0
+    reads it with the offset before the change, which is the smaller one)."""
+    before = wall.replace(tzinfo=tz, fold=0).utcoffset()
+    after = wall.replace(tzinfo=tz, fold=1).utcoffset()
+    assert before is not None and after is not None
+    return before < after
 
 
 def _instant(wall: datetime, tz: ZoneInfo, fold: int) -> datetime:
