@@ -85,8 +85,18 @@ def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
                 logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
                 continue
             marker = keys.outbox_marker(prefix, row.token)
-            if push_once(wurk, marker, payload, row.at):
+            outcome = push_once(wurk, marker, payload, row.at)
+            if outcome:
                 pushed += 1
+            elif outcome is None:
+                # A gate (unique jobs) refused it now, at the push: the row is done.
+                logger.info(
+                    "outbox row %s (id %s, jid %s) was not pushed: refused at the push (a duplicate"
+                    " unique job)",
+                    row.token,
+                    row.pk,
+                    payload.get("jid"),
+                )
             else:
                 logger.warning(
                     "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"

@@ -1,0 +1,202 @@
+"""The unique lock: which jobs are "the same", the key that says so, and who holds it.
+
+Two pushes are the same job when they have the same class, queue and arguments (Sidekiq
+Enterprise's rule; the jid and timestamps do not count). The lock key is
+``unique:<sha256 hex of the JSON of [class, queue, args]>``, encoded as Ruby's
+``JSON.generate`` would, so a Ruby process finds the same key; for a Rails ActiveJob
+payload it is ``[wrapper class, queue, job_class, arguments]``, because the wrapped hash
+also holds a fresh ``job_id`` and ``enqueued_at`` per push. The key holds the jid of the
+job that owns it, so only that job can release it (compare-and-delete).
+
+A payload that took a lock carries, as Sidekiq Enterprise's do, ``unique_token`` (the
+digest, so whoever runs the job finds the key without recomputing it) and ``unlocks_at``
+(when the lock expires, epoch seconds as a string). ``unlocks_at`` also marks a job that
+was admitted already: pushed again by hand or by a Ruby client, it is not checked again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import re
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import ResponseError
+
+from django_wurk.core import activejob, wire
+from django_wurk.core.engine import wurk as default_wurk
+from django_wurk.core.features.unique.options import MAX_SECONDS
+from django_wurk.core.job import Setter
+from django_wurk.core.wire import Payload
+
+if TYPE_CHECKING:
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.job import Job, JobFunction
+
+logger = logging.getLogger("django_wurk.unique")
+
+PREFIX = "unique:"
+#: Payload keys written when a lock is taken (Sidekiq Enterprise's names).
+TOKEN = "unique_token"
+UNLOCKS_AT = "unlocks_at"
+#: A digest we (sha256) or an older Sidekiq Enterprise (sha1) wrote: anything else in
+#: ``unique_token`` names no lock of this feature.
+_TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+
+
+def digest(payload: Payload) -> str:
+    """The sha256 hex digest that makes ``payload``'s lock key (see the module docstring).
+
+    Raises ``wire.PayloadError`` when the identity cannot be encoded as JSON.
+    """
+    queue = payload.get("queue") or "default"
+    data = activejob.job_data(payload)
+    if data is not None:
+        identity: list[Any] = [payload["class"], queue, data.get("job_class"), data.get("arguments")]
+    else:
+        identity = [payload.get("class"), queue, payload.get("args")]
+    return hashlib.sha256(wire.dumps(identity).encode("utf-8")).hexdigest()
+
+
+def key(token: str) -> str:
+    return PREFIX + token
+
+
+def lifetime(payload: Payload) -> int | float | None:
+    """The payload's ``unique_for`` in seconds, or ``None``: not a unique job (absent,
+    ``False``, ``0``), or a value no lock can be taken with (logged; the job goes on, unlocked)."""
+    value = payload.get("unique_for")
+    if value is None or value is False or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < MAX_SECONDS:
+        logger.warning(
+            "job %s (%s): unique_for %r is not seconds > 0; pushed without a unique lock",
+            payload.get("jid"),
+            payload.get("class"),
+            value,
+        )
+        return None
+    return value
+
+
+def held_token(payload: Payload) -> str | None:
+    """The digest of the lock this payload's job may hold, to release it, or ``None``.
+
+    The payload's own ``unique_token`` when it is one; else, for a unique job without it
+    (a producer that records no token), the digest computed from the payload. Anything
+    else in ``unique_token`` is ignored with a warning: the job runs, and a lock it might
+    hold expires on its own.
+    """
+    token = payload.get(TOKEN)
+    if isinstance(token, str) and _TOKEN.match(token):
+        return token
+    if token is not None:
+        logger.warning("job %s: unique_token %r names no lock; not releasing any", payload.get("jid"), token)
+        return None
+    unique_for = payload.get("unique_for")
+    if unique_for is None or unique_for is False:
+        return None
+    try:
+        return digest(payload)
+    except wire.PayloadError:
+        return None
+
+
+class UniqueGate:
+    """The push gate (``client.PushGate``): one script call takes the locks of a group of jobs.
+
+    A job whose lock another jid holds is dropped (``perform_async`` returns ``None`` when
+    the push is immediate). A scheduled job's lock lasts ``unique_for`` plus the delay, so
+    it holds from the push until the job has run and ``unique_for`` passed.
+    """
+
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]:
+        now = time.time()
+        delay = max(0.0, at - now) if at is not None else 0.0
+        asked: list[tuple[Payload, str, int]] = []
+        for payload in payloads:
+            if UNLOCKS_AT in payload:
+                continue  # admitted before: a re-push of a job that already went through here
+            seconds = lifetime(payload)
+            if seconds is None:
+                continue
+            try:
+                token = digest(payload)
+            except wire.PayloadError:
+                continue  # the push itself will refuse it, with the reason
+            asked.append((payload, token, max(1, math.ceil(seconds + delay))))
+        if not asked:
+            return payloads
+        replies = self.wurk.scripts.lock_unique([(key(t), str(p.get("jid")), ttl) for p, t, ttl in asked])
+        refused: set[int] = set()
+        for (payload, token, ttl), reply in zip(asked, replies, strict=True):
+            if isinstance(reply, bytes):
+                refused.add(id(payload))
+                logger.info(
+                    "Skipping enqueue of %s (jid %s), not unique: lock %s held by jid %s",
+                    payload.get("class"),
+                    payload.get("jid"),
+                    key(token),
+                    reply.decode("utf-8", "replace"),
+                )
+                continue
+            if reply == 3:
+                logger.warning(
+                    "%s is not a unique lock (another type of key); %s (jid %s) pushed without one",
+                    key(token),
+                    payload.get("class"),
+                    payload.get("jid"),
+                )
+                continue
+            payload[TOKEN] = token
+            payload[UNLOCKS_AT] = repr(round(now + ttl, 3))
+        if not refused:
+            return payloads
+        return [p for p in payloads if id(p) not in refused]
+
+
+def release(wurk: Wurk, payload: Payload, when: str) -> None:
+    """Release the lock ``payload``'s job holds (only if it still holds it).
+
+    Never raises: the job's outcome stands whatever happens to its lock, and a lock that
+    could not be released expires on its own.
+    """
+    token = held_token(payload)
+    jid = payload.get("jid")
+    if token is None or not isinstance(jid, str):
+        return
+    try:
+        wurk.scripts.release_lease(key(token), jid)
+    except Exception as exc:
+        logger.warning("could not release unique lock %s of job %s %s: %s", key(token), jid, when, exc)
+
+
+def lock_owner(
+    job_class: type[Job] | JobFunction[Any, Any] | str,
+    args: Sequence[Any],
+    queue: str | None = None,
+    wurk: Wurk | None = None,
+) -> str | None:
+    """The jid holding the unique lock of ``job_class`` with ``args`` (on ``queue``), if any.
+
+    ``job_class`` is a job class, a ``@job`` function or a class name (a Ruby job, say);
+    ``queue`` defaults to the class's own. Advisory, as Sidekiq Enterprise's
+    ``Unique.locked?``: the lock may be taken or released a moment later.
+    """
+    engine = wurk or default_wurk
+    if isinstance(job_class, str):
+        payload: Payload = {"class": job_class, "queue": queue or "default", "args": list(args)}
+    else:
+        cls = job_class if isinstance(job_class, type) else job_class.job_class
+        payload = Setter(cls, {"queue": queue} if queue else {}).payload(args)
+    try:
+        holder = engine.redis.get(key(digest(payload)))
+    except ResponseError:
+        return None  # a key of another type: not a lock
+    return holder.decode("utf-8", "replace") if isinstance(holder, bytes) else None
