@@ -267,8 +267,7 @@ class TransactionAwarePusher:
         if app.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
-            return None
+            return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
         if alias is None:
             return self.inner.push(payloads, at)
         transaction.on_commit(functools.partial(self._after_commit, list(payloads), at), using=alias)
