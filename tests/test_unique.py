@@ -237,7 +237,7 @@ def test_a_successful_run_releases_the_lock(wurk: Wurk, r: Any, workers: Launche
 def test_until_start_releases_before_perform(wurk: Wurk, r: Any, workers: Launcher) -> None:
     refresh_feed.perform_async(12)
     wait_for(lambda: runs("refresh_feed"))
-    [[user, owner, again]] = runs("refresh_feed")
+    [[_user, owner, again]] = runs("refresh_feed")
     assert owner is None  # released before perform
     assert again is not None  # so a push made during perform passed
     assert unique_lock_owner(refresh_feed, [12]) == again

@@ -198,6 +198,21 @@ class RedisPusher:
         return refused
 
 
+def writes_to_redis(wurk: Engine) -> bool:
+    """False under the testing modes (``fake()``/``inline()``), which write nothing to Redis,
+    so features keep no state of their own there either (batches, unique locks).
+
+    The pusher is a chain of wrappers (transactions, the outage buffer) around the one that
+    writes to Redis; a testing mode replaces the whole chain.
+    """
+    pusher: Any = wurk.pusher
+    while pusher is not None:
+        if isinstance(pusher, RedisPusher):
+            return True
+        pusher = getattr(pusher, "inner", None)
+    return False
+
+
 def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool | None:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django_wurk.core.api import KilledByAPI
+from django_wurk.core.client import writes_to_redis
 from django_wurk.core.features.unique.lock import UniqueGate, release
 from django_wurk.core.features.unique.options import START, SUCCESS
 from django_wurk.core.wire import Payload
@@ -55,7 +56,9 @@ class UniqueServerMiddleware:
         self.wurk = wurk
 
     def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        if "unique_token" not in payload and not payload.get("unique_for"):
+        if ("unique_token" not in payload and not payload.get("unique_for")) or not writes_to_redis(
+            self.wurk
+        ):
             call_next()
             return
         if until(payload) == START:
@@ -73,7 +76,9 @@ class UniqueDeathHandler:
     def __call__(self, payload: Payload, exc: BaseException) -> None:
         if isinstance(exc, KilledByAPI):
             return  # killed by hand: the lock stays until it expires (Sidekiq Enterprise's rule)
-        if isinstance(payload, dict) and ("unique_token" in payload or payload.get("unique_for")):
+        if not isinstance(payload, dict) or not writes_to_redis(self.wurk):
+            return
+        if "unique_token" in payload or payload.get("unique_for"):
             release(self.wurk, payload, "when it died")
 
 
