@@ -170,6 +170,11 @@ def test_the_digest_is_the_sha256_of_what_ruby_json_dump_writes() -> None:
     assert digest(payload) == hashlib.sha256(RUBY_JSON.encode("utf-8")).hexdigest()
     # Pinned, so a change of encoder cannot move every lock key unnoticed.
     assert digest(payload) == "2441ea22a12250b31db14382a27c1d8b397e73b84351b08ecb80ba7371cc0d89"
+    # Floats in exponent form, as Ruby writes them (Python's own JSON says 1e+20).
+    assert (
+        digest({"class": "J", "queue": "q", "args": [1e20, 2.5e-07, 1e-05]})
+        == hashlib.sha256(b'["J","q",[1.0e+20,2.5e-07,1.0e-05]]').hexdigest()
+    )
     # A payload without a queue is the default queue's, as the push writes it.
     assert digest({"class": "MyJob", "args": payload["args"]}) == digest(payload)
 

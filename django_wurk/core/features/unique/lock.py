@@ -47,6 +47,41 @@ UNLOCKS_AT = "unlocks_at"
 _TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 
 
+def ruby_float(value: float) -> str:
+    """A float as Ruby's ``Float#to_s`` writes it (and so ``JSON.generate``).
+
+    Python's ``repr`` picks the same shortest digits and the same exponent form below
+    1e-4 and from 1e16 on, but Ruby also writes a whole number of 16 digits in exponent
+    form (``1.0e+15``, where Python writes ``1000000000000000.0``) and always gives the
+    mantissa a fraction (``1.0e+20``, where Python writes ``1e+20``).
+    """
+    text = wire.dumps(value)  # refuses NaN and the infinities, as Ruby's JSON does
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        return f"{mantissa if '.' in mantissa else mantissa + '.0'}e{exponent}"
+    whole, _, fraction = text.partition(".")
+    digits = whole.lstrip("-")
+    if len(digits) == 16 and fraction == "0":
+        significant = digits.rstrip("0")
+        return f"{whole[: len(whole) - 16]}{significant[0]}.{significant[1:] or '0'}e+15"
+    return text
+
+
+def ruby_json(value: Any) -> str:
+    """``value`` as JSON text exactly as Ruby's ``JSON.generate`` writes it, for the digest.
+
+    ``wire.dumps`` writes the same bytes but for some floats (``ruby_float``); a digest
+    that differed there would be another lock key than a Ruby process computes.
+    """
+    if isinstance(value, float):
+        return ruby_float(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join([ruby_json(item) for item in value]) + "]"
+    if isinstance(value, dict) and all(type(k) is str for k in value):
+        return "{" + ",".join([wire.dumps(k) + ":" + ruby_json(v) for k, v in value.items()]) + "}"
+    return wire.dumps(value)
+
+
 def digest(payload: Payload) -> str:
     """The sha256 hex digest that makes ``payload``'s lock key (see the module docstring).
 
@@ -58,7 +93,11 @@ def digest(payload: Payload) -> str:
         identity: list[Any] = [payload["class"], queue, data.get("job_class"), data.get("arguments")]
     else:
         identity = [payload.get("class"), queue, payload.get("args")]
-    return hashlib.sha256(wire.dumps(identity).encode("utf-8")).hexdigest()
+    try:
+        text = ruby_json(identity)
+    except RecursionError as exc:
+        raise wire.UnencodableError("arguments nested too deep to be a job's") from exc
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def key(token: str) -> str:
