@@ -30,6 +30,7 @@ from django_wurk.core import activejob, wire
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.unique.options import MAX_SECONDS
 from django_wurk.core.job import Setter
+from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -172,7 +173,9 @@ class UniqueGate:
             asked.append((payload, token, max(1, math.ceil(seconds + delay))))
         if not asked:
             return payloads
-        replies = self.wurk.scripts.lock_unique([(key(t), str(p.get("jid")), ttl) for p, t, ttl in asked])
+        # On this thread's own connection, as the push that follows.
+        scripts = Scripts(self.wurk.lines.get().call)
+        replies = scripts.lock_unique([(key(t), str(p.get("jid")), ttl) for p, t, ttl in asked])
         refused: set[int] = set()
         for (payload, token, ttl), reply in zip(asked, replies, strict=True):
             if isinstance(reply, bytes):
