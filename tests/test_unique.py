@@ -135,6 +135,12 @@ def test_a_scheduled_job_holds_its_lock_for_the_delay_plus_unique_for(wurk: Wurk
     assert r.get(key) == jid.encode()
 
 
+def test_a_job_scheduled_absurdly_far_ahead_still_gets_a_lock(wurk: Wurk, r: Any) -> None:
+    jid = sync_address.perform_at(1e15, 8)  # year 31,000-odd
+    assert jid is not None and sync_address.perform_at(1e15, 8) is None
+    assert 0 < r.ttl(lock_key(scheduled(r)[0])) <= 10**10
+
+
 def test_an_activejob_payload_is_unique_by_its_job_class_and_arguments(wurk: Wurk, r: Any) -> None:
     """Each ActiveJob push carries a fresh job_id and enqueued_at: they must not count."""
     jid = unique_rails_job.perform_async(1, "a")

@@ -46,6 +46,9 @@ UNLOCKS_AT = "unlocks_at"
 #: A digest we (sha256) or an older Sidekiq Enterprise (sha1) wrote: anything else in
 #: ``unique_token`` names no lock of this feature.
 _TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+#: A lock outlives no job by more than this (about 300 years): a job scheduled absurdly far
+#: ahead still gets a TTL Redis accepts, instead of failing its push.
+MAX_TTL = 10**10
 
 
 def ruby_float(value: float) -> str:
@@ -170,7 +173,7 @@ class UniqueGate:
                 token = digest(payload)
             except wire.PayloadError:
                 continue  # the push itself will refuse it, with the reason
-            asked.append((payload, token, max(1, math.ceil(seconds + delay))))
+            asked.append((payload, token, min(max(1, math.ceil(seconds + delay)), MAX_TTL)))
         if not asked:
             return payloads
         # On this thread's own connection, as the push that follows.
