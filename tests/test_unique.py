@@ -397,3 +397,69 @@ def test_the_data_api_finds_the_lock_of_a_class_in_any_queue(wurk: Wurk, r: Any)
     assert unique_lock_owner(not_registered_for_workers, [1], queue="q1") == jid
     assert unique_lock_owner(not_registered_for_workers, [1]) is None  # another queue, another job
     assert 29 <= r.ttl(lock_key(queued(r, "q1")[0])) <= 30
+
+
+# Data someone else wrote -------------------------------------------------------------------------
+
+
+def test_a_payload_without_unique_token_releases_the_key_its_fields_name(wurk: Wurk, r: Any) -> None:
+    """A producer that records no token (a Ruby process): the key is computed from the payload."""
+    payload = {"class": sync_address.wire_name, "queue": "default", "args": [31], "jid": "r" * 24,
+               "unique_for": 600, "retry": True}  # fmt: skip
+    r.set(lock_key(payload), "r" * 24, ex=600)
+    wurk.execute(payload)
+    assert unique_lock_owner(sync_address, [31]) is None
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("unique_until", 5),
+        ("unique_until", ["start"]),
+        ("unique_until", "finish"),
+        ("unique_token", 5),
+        ("unique_token", "../x\n*"),
+        ("unique_for", "600"),
+        ("unique_for", [600]),
+    ],
+)
+def test_a_worker_runs_a_job_whose_unique_fields_make_no_sense(
+    wurk: Wurk, r: Any, caplog: pytest.LogCaptureFixture, field: str, value: Any
+) -> None:
+    jid = sync_address.perform_async(32)
+    payload = wire.loads(r.rpop("queue:default"))
+    payload[field] = value
+    r.lpush("queue:default", wire.dumps(payload))
+    worker = Launcher(wurk)
+    with caplog.at_level(logging.WARNING, logger="django_wurk.unique"):
+        worker.start()
+        try:
+            wait_for(lambda: runs("sync_address"))
+            wait_for(lambda: r.llen("queue:default") == 0 and not worker.manager.work.snapshot())
+        finally:
+            worker.stop()
+    assert runs("sync_address") == [[32, jid]]  # ran once, with its lock held
+    assert r.zcard("retry") == 0 and r.zcard("dead") == 0
+    if field == "unique_token":  # names no lock: nothing released, the lock expires on its own
+        assert unique_lock_owner(sync_address, [32]) == jid
+        assert "names no lock" in caplog.text
+    else:  # unique_until read as "success", unique_for of any kind: released after it ran
+        assert unique_lock_owner(sync_address, [32]) is None
+    if field == "unique_until":
+        assert "releasing its lock on success" in caplog.text
+
+
+def test_a_lock_key_of_another_type_at_release_never_fails_the_job(
+    wurk: Wurk, r: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    sync_address.perform_async(33)
+    payload = wire.loads(r.rpop("queue:default"))
+    key = lock_key(payload)
+    r.delete(key)
+    r.rpush(key, "not a lock")
+    with caplog.at_level(logging.WARNING, logger="django_wurk.unique"):
+        wurk.execute(payload)  # no exception: the job succeeded
+        wurk.report_death(payload, RuntimeError("died"))
+    assert runs("sync_address") == [[33, None]]
+    assert "could not release unique lock" in caplog.text
+    assert r.type(key) == b"list"
