@@ -289,6 +289,16 @@ def test_a_manual_kill_keeps_the_lock(wurk: Wurk, r: Any, where: str) -> None:
     assert sync_address.perform_async(15) is None
 
 
+def test_a_job_skipped_as_expired_releases_its_lock(wurk: Wurk, r: Any) -> None:
+    """An expiring unique job no worker started in time is done with: its lock goes too."""
+    sync_address.set(expires_in=60).perform_async(17)
+    payload = wire.loads(r.rpop("queue:default"))
+    payload["expires_at"] = time.time() - 1
+    wurk.execute(payload)
+    assert runs("sync_address") == []  # skipped, not run
+    assert unique_lock_owner(sync_address, [17]) is None
+
+
 def test_a_release_never_deletes_a_lock_another_job_took_since(wurk: Wurk, r: Any) -> None:
     """The lock expired while the job waited, and a newer copy took it: the old one's
     success must not release the newer copy's lock."""

@@ -3,9 +3,9 @@
 * Push gate (``lock.UniqueGate``): takes the lock when a new job is written to Redis, and
   drops a duplicate. A gate rather than client middleware, so a push that waits for a
   transaction's commit (or sits in the outbox) takes its lock at the commit, not before.
-* Server middleware: ``unique_until="start"`` releases the lock just before ``perform``;
-  ``"success"`` (the default) after ``perform`` returned. A job that raised keeps it while
-  it waits in the retry set.
+* Server middleware: ``unique_until="start"`` releases the lock just before the job runs;
+  ``"success"`` (the default) after it returned (or was skipped as expired: it is done with
+  either way). A job that raised keeps it while it waits in the retry set.
 * Death handler: a job the worker let die (retries exhausted, ``retry: False``, a
   discard, a poison pill) releases its lock; a job killed by hand (the data API, the
   dashboard) keeps it until it expires, as in Sidekiq Enterprise.
@@ -87,8 +87,9 @@ def install(wurk: Wurk) -> None:
     if not any(isinstance(g, UniqueGate) for g in wurk.push_gates):
         wurk.push_gates.append(UniqueGate(wurk))
     if UniqueServerMiddleware not in wurk.server_middleware:
-        # Last in the chain, next to perform: "start" releases only once every middleware
-        # before it let the job run, and "success" as soon as perform returned.
-        wurk.server_middleware.add(UniqueServerMiddleware, wurk)
+        # Prepended, outside the middleware appended after it (expiring jobs'): a job they
+        # end without running (an expired one) returned as a success, and is done with, so it
+        # releases its lock as a job that ran would; one that raises keeps it.
+        wurk.server_middleware.prepend(UniqueServerMiddleware, wurk)
     if not any(isinstance(h, UniqueDeathHandler) for h in wurk.death_handlers):
         wurk.death_handlers.append(UniqueDeathHandler(wurk))
