@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Batch, BatchStatus, Job, Wurk, job
+from django_wurk import Batch, BatchStatus, Config, Job, Wurk, job
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet, unique_lock_owner
 from django_wurk.core import wire
+from django_wurk.core.client import BufferedPusher
 from django_wurk.core.features.unique import digest
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -39,6 +40,7 @@ from tests.jobsapp.unique_jobs import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
+DEAD_REDIS = "redis://127.0.0.1:1/0"
 
 
 def lock_key(payload: dict[str, Any]) -> str:
@@ -329,6 +331,28 @@ def test_inside_a_batch_block_the_lock_is_taken_when_the_block_writes(wurk: Wurk
     finally:
         worker.stop()
     assert sorted(user for user, _ in runs("sync_address")) == [21, 22]
+
+
+def test_a_push_buffered_during_an_outage_takes_its_lock_when_replayed(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, client_buffer=10, redis_socket_timeout=0.5))
+    first = sync_address.perform_async(18)
+    second = sync_address.perform_async(18)
+    assert first is not None and second is not None  # buffered: nothing is decided yet
+    wurk.configure(test_config.replace(client_buffer=10))
+    wait_for(
+        lambda: r.llen("queue:default") == 1 and unique_lock_owner(sync_address, [18]) == first, timeout=30
+    )
+    wait_for(lambda: _buffered(wurk) == 0, timeout=30)
+    assert [p["jid"] for p in queued(r)] == [first]  # the duplicate was dropped at the replay
+
+
+def _buffered(wurk: Wurk) -> int:
+    pusher: Any = wurk.pusher
+    while not isinstance(pusher, BufferedPusher):
+        pusher = pusher.inner
+    return pusher.buffered
 
 
 # Many pushers ----------------------------------------------------------------------------------

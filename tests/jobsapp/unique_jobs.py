@@ -55,7 +55,7 @@ def dies_unique(n: int) -> None:
 
 class NightlyReport(Job):
     queue = "reports"
-    options = {"unique_for": timedelta(minutes=10)}
+    unique_for = timedelta(minutes=10)  # a class attribute, like queue
 
     def perform(self, day: str) -> None:
         record("nightly_report", day)
