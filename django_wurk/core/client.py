@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -61,10 +61,44 @@ def promoted_queue(payload: Payload) -> str:
     return queue
 
 
+#: What a pusher may answer: the jids a gate refused at the moment of the write (see
+#: ``PushGate``). ``None`` (or empty) when every job was written, or when the write was
+#: deferred (a transaction's commit, the outage buffer) and nobody knows yet.
+Refused = Collection[str] | None
+
+
 class Pusher(Protocol):
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> None: ...
+    ) -> Refused: ...
+
+
+class PushGate(Protocol):
+    """Decides, at the moment new jobs are written to Redis, which of them may be.
+
+    Not client middleware: middleware runs when ``perform_async`` is called, which inside a
+    transaction is long before the commit writes the job. A gate runs at the write itself
+    (at once, after the commit, from the outage buffer or the outbox), so a decision that
+    takes something in Redis (unique jobs' lock) is taken only for a job that is really
+    written. It returns the payloads that may go, in order (it may add keys to them);
+    the others are dropped. Promotions from the schedule and retry sets are not new jobs
+    and pass no gate.
+    """
+
+    def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]: ...
+
+
+def admit(
+    gates: Sequence[PushGate], payloads: Sequence[Payload], at: float | None
+) -> tuple[list[Payload], list[str]]:
+    """Run ``payloads`` through every gate: (those that may be written, the jids refused)."""
+    admitted = list(payloads)
+    for gate in gates:
+        admitted = gate(admitted, at)
+    if len(admitted) == len(payloads):
+        return admitted, []
+    kept = {id(p) for p in admitted}
+    return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
 
 
 #: Where ``Client.push``/``push_bulk`` send jobs in this context instead of the engine's
@@ -113,6 +147,9 @@ class Engine(Protocol):
     @property
     def pusher(self) -> Pusher: ...
 
+    @property
+    def push_gates(self) -> list[PushGate]: ...
+
 
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
@@ -128,9 +165,15 @@ class RedisPusher:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
+        refused: list[str] = []
+        gates = self.wurk.push_gates
+        if gates and payloads:
+            payloads, refused = admit(gates, payloads, at)
         if not payloads:
-            return
+            return refused
         style = self.wurk.config.timestamps
         commands: list[tuple[Any, ...]] = []
         if at is None:
@@ -152,6 +195,7 @@ class RedisPusher:
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
         self.wurk.lines.get().pipeline(commands)
+        return refused
 
 
 def writes_to_redis(wurk: Engine) -> bool:
@@ -169,13 +213,18 @@ def writes_to_redis(wurk: Engine) -> bool:
     return False
 
 
-def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool:
+def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool | None:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 
     The outbox relay's step: atomic with the marker, so retries after a crash never
     duplicate a job. ``enqueued_at`` is stamped now (or dropped for a scheduled push).
+    ``None``: a push gate refused the job (a unique job's duplicate), so nothing was pushed.
     """
     payload = dict(payload)
+    if wurk.push_gates:
+        admitted, _ = admit(wurk.push_gates, [payload], at)
+        if not admitted:
+            return None
     if at is None:
         payload["enqueued_at"] = wire.now_stamp(wurk.config.timestamps)
     else:
@@ -214,11 +263,12 @@ class BufferedPusher:
     def buffered(self) -> int:
         return self._size
 
-    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
         if not self._size:
             try:
-                self.inner.push(payloads, at)
-                return
+                return self.inner.push(payloads, at)
             except (redis_exceptions.RedisError, OSError) as exc:
                 if not self.wurk.config.client_buffer:
                     raise EnqueueError(
@@ -227,6 +277,7 @@ class BufferedPusher:
                     ) from exc
                 logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
         self._buffer(list(payloads), at)
+        return None
 
     def _buffer(self, payloads: list[Payload], at: float | None) -> None:
         limit = self.wurk.config.client_buffer
@@ -311,9 +362,9 @@ class Client:
         prepared = self.prepare(payload, at=at)
         if prepared is None:
             return None
-        (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
-        return jid
+        return None if refused and jid in refused else jid
 
     def promote(self, key: str, member: bytes, payload: Payload) -> bool:
         """Move one sorted-set entry onto its queue atomically, as a normal push.
@@ -363,10 +414,13 @@ class Client:
             ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
+            first = len(jids)
             for payload in payloads[start : start + batch_size]:
                 prepared = self.prepare(payload, created_at, at)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
-            pusher.push(ready, at, delivery)
+            refused = pusher.push(ready, at, delivery)
+            if refused:
+                jids[first:] = [None if jid in refused else jid for jid in jids[first:]]
         return jids
