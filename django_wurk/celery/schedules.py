@@ -22,6 +22,7 @@ from datetime import timedelta
 from typing import Any
 
 from django_wurk.celery import codec
+from django_wurk.core.features.periodic.cron import Cron, parse_timezone
 
 _DAYS = {"sun": "0", "mon": "1", "tue": "2", "wed": "3", "thu": "4", "fri": "5", "sat": "6"}
 _DAY_NAME = re.compile(r"[a-zA-Z]+")
@@ -146,8 +147,7 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
         notes.append("an interval becomes a cron expression aligned to the clock, not to a start time")
     elif all(hasattr(sched, f"_orig_{f}") for f in ("minute", "hour", "day_of_week", "day_of_month")):
         cron = cron_of(sched)
-        fields = cron.split()
-        if fields[2] != "*" and fields[4] != "*":
+        if Cron.parse(cron).either_day:
             notes.append(
                 "day_of_month and day_of_week are both set: cron fires on days matching either, "
                 "Celery on days matching both"
@@ -156,6 +156,7 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
         raise ValueError("solar schedules have no cron equivalent")
     else:
         raise ValueError(f"schedule {sched!r} is neither a crontab nor an interval")
+    Cron.parse(cron)  # what the periodic jobs will read: a field it refuses skips the entry
     if entry.get("kwargs"):
         raise ValueError("periodic jobs take positional arguments only; it has kwargs")
     item: dict[str, Any] = {"cron": cron, "job": task, "args": codec.encode(list(entry.get("args") or ()))}
@@ -168,6 +169,7 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
     if entry.get("relative"):
         notes.append("relative=True has no meaning for a cron schedule")
     if timezone and timezone != "UTC":
+        parse_timezone(timezone)
         item["tz"] = timezone
     return item, notes
 

@@ -68,3 +68,17 @@ def test_both_day_fields_are_noted() -> None:
         {"odd": {"task": "t", "schedule": crontab(0, 0, day_of_week=1, day_of_month=1)}}
     )
     assert result.entries[0]["cron"] == "0 0 1 * 1" and "either" in result.notes["odd"][0]
+
+
+def test_what_the_cron_parser_refuses_is_skipped_with_its_reason() -> None:
+    result = periodic_entries({
+        "typo": {"task": "t", "schedule": crontab(minute=75)},
+        "feb30": {"task": "t", "schedule": crontab(minute=0, hour=0, day_of_month=30, month_of_year=2)},
+        "day": {"task": "t", "schedule": crontab(day_of_week="someday")},
+    })  # fmt: skip
+    assert result.entries == [] and set(result.skipped) == {"typo", "feb30", "day"}
+    assert (
+        periodic_entries({"x": {"task": "t", "schedule": 60}}, timezone="Mars/Base")
+        .skipped["x"]
+        .startswith("unknown time zone")
+    )
