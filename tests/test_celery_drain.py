@@ -1,0 +1,216 @@
+"""The Celery broker drain: a real Celery 5 producer on a real Redis broker, drained into wurk.
+
+The broker is a Valkey server of its own, so its keys never mix with wurk's.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import uuid
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+import redis as redis_lib
+
+from django_wurk import Wurk
+from django_wurk.celery.drain import Drain, Tally, decode
+from tests.conftest import start_valkey
+
+
+@pytest.fixture(scope="module")
+def broker_server() -> Iterator[Any]:
+    server = start_valkey()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def broker_url(broker_server: Any) -> str:
+    url = f"{broker_server.connection_url}/0"
+    with redis_lib.Redis.from_url(url) as client:
+        client.flushdb()
+    return url
+
+
+@pytest.fixture
+def broker(broker_url: str) -> Iterator[redis_lib.Redis]:
+    with redis_lib.Redis.from_url(broker_url) as client:
+        yield client
+
+
+@pytest.fixture
+def celery_app(broker_url: str) -> Iterator[Any]:
+    """A Celery app of the kind being migrated away from: it only sends."""
+    from celery import Celery
+
+    app = Celery("legacy", broker=broker_url, set_as_current=False)
+    app.conf.broker_connection_retry_on_startup = False
+
+    @app.task(name="legacy.add")
+    def add(a: Any, b: Any, **kw: Any) -> Any:
+        return a
+
+    app.legacy_add = add
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+class StandIn:
+    """What ``django_wurk.celery.lookup`` returns, for the drain's own mechanics."""
+
+    def __init__(self, wurk: Wurk, name: str) -> None:
+        self.wurk = wurk
+        self.name = name
+
+    def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> str | None:
+        from kombu.utils import json as kombu_json
+
+        at = dt.datetime.fromisoformat(options["eta"]).timestamp() if options.get("eta") else None
+        payload = {
+            "class": self.name,
+            "queue": "default",
+            "args": json.loads(kombu_json.dumps([args, kwargs])),
+            "jid": options["task_id"],
+        }
+        if options.get("expires"):
+            payload["expires_at"] = dt.datetime.fromisoformat(options["expires"]).timestamp()
+        return self.wurk.client.push(payload, at)
+
+
+def drain(wurk: Wurk, broker_url: str, **options: Any) -> Tally:
+    known = {"legacy.add"}
+    return Drain(
+        broker_url=broker_url,
+        queues=options.pop("queues", ["celery"]),
+        wurk=wurk,
+        lookup=lambda name: StandIn(wurk, name) if name in known else None,
+        **options,
+    ).run()
+
+
+def jobs(r: Any) -> dict[str, dict[str, Any]]:
+    found = [json.loads(x) for x in r.lrange("queue:default", 0, -1)]
+    found += [json.loads(x) for x in r.zrange("schedule", 0, -1)]
+    return {job["jid"]: job for job in found}
+
+
+def dead(r: Any) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in r.zrange("dead", 0, -1)]
+
+
+def broker_lists(broker: redis_lib.Redis) -> dict[bytes, int]:
+    return {k: broker.llen(k) for k in broker.keys("*") if broker.type(k) == b"list" and broker.llen(k)}
+
+
+def test_every_message_becomes_one_job_and_the_broker_is_empty_after(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    add = celery_app.legacy_add
+    when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    token = uuid.uuid4()
+    plain = add.delay(1, 2)
+    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=60, expires=3600)
+    sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6})
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead, tally.skipped) == (3, 0, 0)
+    found = jobs(r)
+    assert set(found) == {plain.id, rich.id, sent.id}
+    assert found[plain.id]["args"] == [[1, 2], {}]
+    assert found[sent.id]["args"] == [[5], {"b": 6}]
+    # kombu's envelopes were decoded into objects and handed to the task as such.
+    [args, kwargs] = found[rich.id]["args"]
+    assert args == [{"__type__": "datetime", "__value__": when.isoformat()}, {"__type__": "decimal", "__value__": "1.50"}]
+    assert kwargs == {"token": {"__type__": "uuid", "__value__": {"hex": token.hex}}}
+    scheduled = {json.loads(m)["jid"]: s for m, s in r.zrange("schedule", 0, -1, withscores=True)}
+    assert list(scheduled) == [rich.id]
+    assert found[rich.id]["expires_at"] > scheduled[rich.id]
+    assert broker_lists(broker) == {}
+    assert broker.get("wurk-celery-drain") is None  # the lease was given back
+
+
+def test_unknown_task_and_pickle_go_to_the_dead_set_with_the_message_kept(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    unknown = celery_app.send_task("legacy.gone", args=[1])
+    pickled = celery_app.send_task("legacy.add", args=[1, 2], serializer="pickle")
+    raw_unknown, raw_pickled = broker.lrange("celery", 0, -1)[::-1]
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead) == (0, 2)
+    entries = {e["error_class"]: e for e in dead(r)}
+    assert set(entries) == {"UnknownCeleryTask", "RefusedSerializer"}
+    assert "legacy.gone" in entries["UnknownCeleryTask"]["error_message"]
+    assert unknown.id in entries["UnknownCeleryTask"]["error_message"]
+    assert "pickle" in entries["RefusedSerializer"]["error_message"]
+    # The whole broker message, byte for byte: it can be pushed back onto the broker as is.
+    assert entries["UnknownCeleryTask"]["args"] == [raw_unknown.decode()]
+    assert entries["RefusedSerializer"]["args"] == [raw_pickled.decode()]
+    assert entries["UnknownCeleryTask"]["queue"] == "celery"
+    assert broker_lists(broker) == {}
+    assert pickled.id not in jobs(r)
+
+
+def test_garbage_on_the_broker_goes_to_the_dead_set_and_the_drain_goes_on(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    good = celery_app.legacy_add.delay(1, 2)
+    garbage = [
+        b"not json",
+        b"\xff\xfe\x00",
+        b"[1, 2]",
+        b'{"body": 5, "properties": {}}',
+        b'{"body": "!!!", "properties": {"body_encoding": "base64"}, "content-type": "application/json"}',
+        json.dumps(
+            {
+                "body": base64.b64encode(b'{"args": 1}').decode(),
+                "properties": {"body_encoding": "base64"},
+                "content-type": "application/json",
+                "headers": {"task": "legacy.add", "id": "x"},
+            }
+        ).encode(),
+        b"[" * 100_000,
+    ]
+    broker.lpush("celery", *garbage)
+    later = celery_app.legacy_add.delay(3, 4)
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead) == (2, len(garbage))
+    assert set(jobs(r)) == {good.id, later.id}
+    buried = dead(r)
+    assert len(buried) == len(garbage)
+    kept = {base64.b64decode(e["payload_base64"]) if "payload_base64" in e else e["args"][0].encode() for e in buried}
+    assert kept == set(garbage)
+    assert all(e["error_message"] for e in buried)
+    assert broker_lists(broker) == {}
+
+
+def test_a_message_held_by_a_killed_drain_is_finished_once(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    first = celery_app.legacy_add.delay(1, 2)
+    second = celery_app.legacy_add.delay(3, 4)
+    # A drain killed after pushing `first` but before removing it from its held list.
+    raw = broker.rpoplpush("celery", "wurk-celery-drain:held:celery")
+    tag = decode(raw).delivery
+    drain_once = Drain(broker_url=broker_url, queues=["celery"], wurk=wurk, lookup=lambda n: StandIn(wurk, n))
+    drain_once.handle("celery", raw)
+    assert set(jobs(r)) == {first.id}
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.skipped) == (1, 1)
+    assert sorted(json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)) == sorted([first.id, second.id])
+    assert r.get(f"wurk-celery-drain:pushed:{tag}") == first.id.encode()
+    assert broker_lists(broker) == {}
