@@ -8,8 +8,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from decimal import Decimal
 from typing import Any
 
@@ -18,7 +21,8 @@ import redis as redis_lib
 
 from django_wurk import Wurk
 from django_wurk.celery.drain import Drain, Tally, decode
-from tests.conftest import start_valkey
+from tests.celery_drain_child import StandIn
+from tests.conftest import start_valkey, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -61,28 +65,6 @@ def celery_app(broker_url: str) -> Iterator[Any]:
         yield app
     finally:
         app.close()
-
-
-class StandIn:
-    """What ``django_wurk.celery.lookup`` returns, for the drain's own mechanics."""
-
-    def __init__(self, wurk: Wurk, name: str) -> None:
-        self.wurk = wurk
-        self.name = name
-
-    def apply_async(self, args: Any = None, kwargs: Any = None, **options: Any) -> str | None:
-        from kombu.utils import json as kombu_json
-
-        at = dt.datetime.fromisoformat(options["eta"]).timestamp() if options.get("eta") else None
-        payload = {
-            "class": self.name,
-            "queue": "default",
-            "args": json.loads(kombu_json.dumps([args, kwargs])),
-            "jid": options["task_id"],
-        }
-        if options.get("expires"):
-            payload["expires_at"] = dt.datetime.fromisoformat(options["expires"]).timestamp()
-        return self.wurk.client.push(payload, at)
 
 
 def drain(wurk: Wurk, broker_url: str, **options: Any) -> Tally:
@@ -129,7 +111,10 @@ def test_every_message_becomes_one_job_and_the_broker_is_empty_after(
     assert found[sent.id]["args"] == [[5], {"b": 6}]
     # kombu's envelopes were decoded into objects and handed to the task as such.
     [args, kwargs] = found[rich.id]["args"]
-    assert args == [{"__type__": "datetime", "__value__": when.isoformat()}, {"__type__": "decimal", "__value__": "1.50"}]
+    assert args == [
+        {"__type__": "datetime", "__value__": when.isoformat()},
+        {"__type__": "decimal", "__value__": "1.50"},
+    ]
     assert kwargs == {"token": {"__type__": "uuid", "__value__": {"hex": token.hex}}}
     scheduled = {json.loads(m)["jid"]: s for m, s in r.zrange("schedule", 0, -1, withscores=True)}
     assert list(scheduled) == [rich.id]
@@ -190,7 +175,10 @@ def test_garbage_on_the_broker_goes_to_the_dead_set_and_the_drain_goes_on(
     assert set(jobs(r)) == {good.id, later.id}
     buried = dead(r)
     assert len(buried) == len(garbage)
-    kept = {base64.b64decode(e["payload_base64"]) if "payload_base64" in e else e["args"][0].encode() for e in buried}
+    kept = {
+        base64.b64decode(e["payload_base64"]) if "payload_base64" in e else e["args"][0].encode()
+        for e in buried
+    }
     assert kept == set(garbage)
     assert all(e["error_message"] for e in buried)
     assert broker_lists(broker) == {}
@@ -211,6 +199,44 @@ def test_a_message_held_by_a_killed_drain_is_finished_once(
     tally = drain(wurk, broker_url)
 
     assert (tally.moved, tally.skipped) == (1, 1)
-    assert sorted(json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)) == sorted([first.id, second.id])
+    assert sorted(json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)) == sorted(
+        [first.id, second.id]
+    )
     assert r.get(f"wurk-celery-drain:pushed:{tag}") == first.id.encode()
     assert broker_lists(broker) == {}
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, redis_url: str, celery_app: Any
+) -> None:
+    sent = {celery_app.legacy_add.delay(i, i).id for i in range(2000)}
+    command = [sys.executable, "-m", "tests.celery_drain_child", broker_url, redis_url]
+    # redis_url is the suite's server; the test's own engine flushed it, the child sees the same db.
+    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: r.llen("queue:default") >= 300, timeout=30)
+        first.kill()
+        first.wait(10)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    landed = r.llen("queue:default")
+    assert landed < 2000, "the drain finished before it could be killed mid-way"
+
+    second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    assert second.returncode == 0, second.stderr
+    pushed = [json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)]
+    assert set(pushed) == sent  # none lost
+    assert len(pushed) == len(sent)  # none pushed twice
+    assert dead(r) == []
+    assert broker_lists(broker) == {}
+    # The restart moved the rest; a message the killed drain had pushed but not yet removed
+    # from its held list is the only one it may find pushed already, and it skips that one.
+    moved = int(second.stdout.split("moved ")[1].split(",")[0])
+    skipped = int(second.stdout.split("skipped ")[1].split()[0])
+    assert moved == 2000 - landed
+    assert skipped in (0, 1)

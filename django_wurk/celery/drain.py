@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hashlib
 import logging
 import threading
@@ -46,7 +47,7 @@ import redis
 from redis.exceptions import RedisError
 
 from django_wurk.core import keys, wire
-from django_wurk.core.client import Delivery, NO_DELIVERY, capture, push_once
+from django_wurk.core.client import NO_DELIVERY, Delivery, capture, push_once
 from django_wurk.core.config import redact_url
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Wurk
@@ -79,6 +80,7 @@ class Task(Protocol):
         task_id: str | None = None,
         eta: Any = None,
         expires: Any = None,
+        **options: Any,
     ) -> Any: ...
 
 
@@ -107,6 +109,8 @@ class CeleryMessage:
     kwargs: dict[str, Any]
     eta: str | None
     expires: str | None
+    #: How many times Celery retried the task before this message (its ``retries`` header).
+    retries: int
     #: kombu's delivery tag (a fresh uuid per publish), or a digest of the message's bytes.
     delivery: str
 
@@ -139,7 +143,8 @@ def decode(raw: bytes) -> CeleryMessage:
         raise Refused("InvalidCeleryMessage", str(exc)) from None
     if not isinstance(envelope, dict):
         raise Refused(
-            "InvalidCeleryMessage", f"broker message is a JSON {type(envelope).__name__}, not kombu's envelope"
+            "InvalidCeleryMessage",
+            f"broker message is a JSON {type(envelope).__name__}, not kombu's envelope",
         )
     properties = _field(envelope, "properties", dict, required=True)
     headers = _field(envelope, "headers", dict) or {}
@@ -153,7 +158,9 @@ def decode(raw: bytes) -> CeleryMessage:
         return _protocol_2(headers, decoded, delivery)
     if isinstance(decoded, dict) and "task" in decoded:
         return _protocol_1(decoded, delivery)
-    raise Refused("InvalidCeleryMessage", "neither a Celery protocol 2 message (no 'task' header) nor protocol 1")
+    raise Refused(
+        "InvalidCeleryMessage", "neither a Celery protocol 2 message (no 'task' header) nor protocol 1"
+    )
 
 
 def _field(data: Mapping[str, Any], name: str, kind: type, required: bool = False) -> Any:
@@ -169,20 +176,30 @@ def _field(data: Mapping[str, Any], name: str, kind: type, required: bool = Fals
 def _body(envelope: Mapping[str, Any], properties: Mapping[str, Any]) -> bytes:
     body = envelope.get("body", "")
     if not isinstance(body, str):
-        raise Refused("InvalidCeleryMessage", f"broker message 'body' is a {type(body).__name__}, not a string")
+        raise Refused(
+            "InvalidCeleryMessage", f"broker message 'body' is a {type(body).__name__}, not a string"
+        )
     encoding = properties.get("body_encoding")
     if encoding == "base64":
         try:
             return base64.b64decode(body, validate=True)
         except (binascii.Error, ValueError) as exc:
-            raise Refused("InvalidCeleryMessage", f"broker message body is not valid base64 ({exc})") from None
+            raise Refused(
+                "InvalidCeleryMessage", f"broker message body is not valid base64 ({exc})"
+            ) from None
     if encoding in (None, ""):
         return body.encode("utf-8", "surrogatepass")
-    raise Refused("InvalidCeleryMessage", f"broker message body encoding {encoding!r} is not kombu's (base64)")
+    raise Refused(
+        "InvalidCeleryMessage", f"broker message body encoding {encoding!r} is not kombu's (base64)"
+    )
 
 
 def _deserialize(body: bytes, content_type: str, content_encoding: str, headers: Mapping[str, Any]) -> Any:
     from kombu import compression, serialization
+
+    # kombu's functions are not annotated; these say what the drain relies on.
+    decompress: Callable[[bytes, str], bytes] = compression.decompress
+    deserialize: Callable[..., Any] = serialization.loads
 
     if content_type != JSON:
         insecure = _INSECURE.get(content_type)
@@ -193,18 +210,21 @@ def _deserialize(body: bytes, content_type: str, content_encoding: str, headers:
                 " drain decodes JSON only; send the message again with serializer='json'",
             )
         raise Refused(
-            "RefusedSerializer", f"content type {content_type!r} is not decoded: the drain reads JSON messages only"
+            "RefusedSerializer",
+            f"content type {content_type!r} is not decoded: the drain reads JSON messages only",
         )
     compressed = headers.get("compression")
     if compressed is not None:
         try:
-            body = compression.decompress(body, str(compressed))
+            body = decompress(body, str(compressed))
         except Exception as exc:
-            raise Refused("InvalidCeleryMessage", f"body cannot be decompressed as {compressed!r} ({exc})") from None
+            raise Refused(
+                "InvalidCeleryMessage", f"body cannot be decompressed as {compressed!r} ({exc})"
+            ) from None
     if wire.too_deep(body):
         raise Refused("InvalidCeleryMessage", f"body nesting is too deep (at most {wire.MAX_NESTING} levels)")
     try:
-        return serialization.loads(body, content_type, content_encoding, accept=[JSON])
+        return deserialize(body, content_type, content_encoding, accept=[JSON])
     except Exception as exc:
         # kombu's DecodeError, a bad {"__type__": ...} envelope (ValueError), anything the
         # decoder raises: the message is at fault, never the drain.
@@ -219,7 +239,8 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         raise Refused("InvalidCeleryMessage", f"task {task!r}: header 'id' is not a task id")
     if not isinstance(body, list) or len(body) != 3:
         raise Refused(
-            "InvalidCeleryMessage", f"task {task!r} id {task_id}: body is not [args, kwargs, embed] (protocol 2)"
+            "InvalidCeleryMessage",
+            f"task {task!r} id {task_id}: body is not [args, kwargs, embed] (protocol 2)",
         )
     args, kwargs, embed = body
     _refuse_workflow(task, task_id, embed if isinstance(embed, dict) else {})
@@ -230,6 +251,7 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         _kwargs(task, task_id, kwargs),
         _moment(task, task_id, headers, "eta"),
         _moment(task, task_id, headers, "expires"),
+        _retries(headers),
         delivery,
     )
 
@@ -248,6 +270,7 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
         _kwargs(task, task_id, body.get("kwargs")),
         _moment(task, task_id, body, "eta"),
         _moment(task, task_id, body, "expires"),
+        _retries(body),
         delivery,
     )
 
@@ -275,8 +298,16 @@ def _kwargs(task: str, task_id: str, value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise Refused("InvalidCeleryMessage", f"task {task!r} id {task_id}: kwargs is a {type(value).__name__}")
+        raise Refused(
+            "InvalidCeleryMessage", f"task {task!r} id {task_id}: kwargs is a {type(value).__name__}"
+        )
     return value
+
+
+def _retries(source: Mapping[str, Any]) -> int:
+    """Celery's retry count; anything but a count is read as none (it only informs the task)."""
+    value = source.get("retries")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 def _moment(task: str, task_id: str, source: Mapping[str, Any], name: str) -> str | None:
@@ -284,7 +315,8 @@ def _moment(task: str, task_id: str, source: Mapping[str, Any], name: str) -> st
     if value is None or isinstance(value, str):
         return value or None
     raise Refused(
-        "InvalidCeleryMessage", f"task {task!r} id {task_id}: {name} is a {type(value).__name__}, not an ISO time"
+        "InvalidCeleryMessage",
+        f"task {task!r} id {task_id}: {name} is a {type(value).__name__}, not an ISO time",
     )
 
 
@@ -339,16 +371,17 @@ class Drain:
         """Drain until the queues are empty (or ``stop()``, or ``limit``; forever with ``follow``)."""
         connection, client, prefix, list_keys = self._connect()
         lease = Lease(
-            Scripts(client.execute_command), prefix + keys.CELERY_DRAIN_LOCK, wire.new_jid(), self.lease_seconds
+            Scripts(client.execute_command),
+            prefix + keys.CELERY_DRAIN_LOCK,
+            wire.new_jid(),
+            self.lease_seconds,
         )
         self._take_lease(lease)
         try:
             self._drain(client, prefix, list_keys, lease)
         finally:
-            try:
+            with contextlib.suppress(RedisError):  # else it expires on its own
                 lease.release()
-            except RedisError:
-                pass  # it expires on its own
             client.close()
             connection.release()
         return self.tally
@@ -359,10 +392,12 @@ class Drain:
 
     def _connect(self) -> tuple[Any, redis.Redis, str, dict[str, list[str]]]:
         """A plain client on the broker, kombu's key prefix, and each queue's lists in fetch order."""
-        from kombu import Connection
+        from kombu.connection import Connection
+
+        connect: Callable[..., Any] = Connection  # not annotated in kombu
 
         try:
-            connection = Connection(self.broker_url, transport_options=dict(self.transport_options))
+            connection = connect(self.broker_url, transport_options=dict(self.transport_options))
             if connection.transport.driver_type != "redis":
                 raise BrokerError(
                     f"the broker {redact_url(self.broker_url)} uses the {connection.transport.driver_type!r}"
@@ -376,11 +411,14 @@ class Drain:
         except BrokerError:
             raise
         except Exception as exc:
-            raise BrokerError(f"cannot reach the Celery broker at {redact_url(self.broker_url)}: {exc}") from exc
+            raise BrokerError(
+                f"cannot reach the Celery broker at {redact_url(self.broker_url)}: {exc}"
+            ) from exc
         prefix = str(channel.global_keyprefix or "")
         sep, steps = channel.sep, list(channel.priority_steps)
         list_keys = {
-            queue: [prefix + (queue if not step else f"{queue}{sep}{step}") for step in steps] for queue in self.queues
+            queue: [prefix + (queue if not step else f"{queue}{sep}{step}") for step in steps]
+            for queue in self.queues
         }
         return connection, client, prefix, list_keys
 
@@ -391,11 +429,13 @@ class Drain:
         while not lease.acquire():
             if time.monotonic() > deadline or self.stopping.is_set():
                 raise BrokerError(
-                    f"another drain is working on this broker (lease {lease.key!r} is held); one drain runs per"
-                    " broker at a time"
+                    f"another drain is working on this broker (lease {lease.key!r} is held); one drain"
+                    " runs per broker at a time"
                 )
             if not told:
-                logger.warning("waiting for the drain lease %r (another drain holds it, or one was killed)", lease.key)
+                logger.warning(
+                    "waiting for the drain lease %r (another drain holds it, or one was killed)", lease.key
+                )
                 told = True
             self.stopping.wait(0.2)
 
@@ -408,8 +448,10 @@ class Drain:
         while not self.stopping.is_set() and (self.limit is None or self.tally.handled < self.limit):
             now = time.monotonic()
             if now - renewed > self.lease_seconds / 3:
-                if not self._broker(lambda: lease.renew()):
-                    raise BrokerError(f"lost the drain lease {lease.key!r} (the broker was unreachable too long?)")
+                if not self._broker(lease.renew):
+                    raise BrokerError(
+                        f"lost the drain lease {lease.key!r} (the broker was unreachable too long?)"
+                    )
                 renewed = now
             if now - reported > self.progress_every:
                 self.progress(self.tally)
@@ -429,33 +471,34 @@ class Drain:
                 # Block a moment on one queue (in turn) for a new message, then look at all again.
                 queue = self.queues[turn % len(self.queues)]
                 held = prefix + keys.celery_drain_held(queue)
-                waited = self._broker(lambda: client.brpoplpush(list_keys[queue][0], held, timeout=1))
+                waited = self._broker(client.brpoplpush, list_keys[queue][0], held, timeout=1)
                 if waited is None:
                     continue
                 taken = (queue, held, waited)
             queue, held, raw = taken
             self.handle(queue, raw)
             # The acknowledgement: the job (or the dead-set entry) is in wurk's Redis.
-            self._broker(lambda: client.lrem(held, -1, raw))
+            self._broker(client.lrem, held, -1, raw)
 
     def _take(
         self, client: redis.Redis, queue: str, held: str, sources: list[str], pending: dict[str, bool]
     ) -> bytes | None:
         if pending[queue]:
-            left: bytes | None = self._broker(lambda: client.lindex(held, -1))
+            left: bytes | None = self._broker(client.lindex, held, -1)
             if left is not None:
                 logger.warning("resuming a message a stopped drain held (queue %r)", queue)
                 return left
             pending[queue] = False
         for source in sources:
-            raw: bytes | None = self._broker(lambda: client.rpoplpush(source, held))
+            raw: bytes | None = self._broker(client.rpoplpush, source, held)
             if raw is not None:
                 return raw
         return None
 
-    def _broker(self, call: Callable[[], Any]) -> Any:
+    def _broker(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call(*args)`` on the broker, its failure a ``BrokerError`` that names the broker."""
         try:
-            return call()
+            return call(*args, **kwargs)
         except RedisError as exc:
             raise BrokerError(f"the Celery broker at {redact_url(self.broker_url)} failed: {exc}") from exc
 
@@ -470,8 +513,8 @@ class Drain:
             if task is None:
                 raise Refused(
                     "UnknownCeleryTask",
-                    f"no task is registered under the Celery name {message.task!r} (id {message.id}); register"
-                    " it with django_wurk.celery, then push this message back onto the broker",
+                    f"no task is registered under the Celery name {message.task!r} (id {message.id});"
+                    " register it with django_wurk.celery, then push this message back onto the broker",
                 )
             outcome = self._push(task, message)
         except Refused as refused:
@@ -488,8 +531,14 @@ class Drain:
         pusher = OncePusher(self.wurk, message.delivery)
         try:
             with capture(pusher):
+                extra = {"retries": message.retries} if message.retries else {}
                 task.apply_async(
-                    message.args, message.kwargs, task_id=message.id, eta=message.eta, expires=message.expires
+                    message.args,
+                    message.kwargs,
+                    task_id=message.id,
+                    eta=message.eta,
+                    expires=message.expires,
+                    **extra,
                 )
         except (RedisError, OSError):
             raise  # wurk's Redis: the message stays held, and the drain stops
