@@ -12,8 +12,8 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
