@@ -19,15 +19,14 @@ import redis as redis_lib
 from django_wurk import Wurk
 from tests.hostile.corpus import members
 from tests.hostile.ledger import readable_reason
-from tests.test_celery_drain import (  # noqa: F401 - fixtures
-    broker,
-    broker_lists,
-    broker_server,
-    broker_url,
-    celery_app,
-    drain,
-    jobs,
-)
+from tests import test_celery_drain as drain_tests
+from tests.test_celery_drain import broker_lists, drain, jobs
+
+# The broker and the Celery producer, as the drain's own tests set them up.
+broker_server = drain_tests.broker_server
+broker_url = drain_tests.broker_url
+broker = drain_tests.broker
+celery_app = drain_tests.celery_app
 
 
 def test_every_corpus_value_on_the_broker_is_buried_once_and_the_drain_goes_on(
