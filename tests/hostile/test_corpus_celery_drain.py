@@ -17,9 +17,9 @@ from typing import Any
 import redis as redis_lib
 
 from django_wurk import Wurk
+from tests import test_celery_drain as drain_tests
 from tests.hostile.corpus import members
 from tests.hostile.ledger import readable_reason
-from tests import test_celery_drain as drain_tests
 from tests.test_celery_drain import broker_lists, drain, jobs
 
 # The broker and the Celery producer, as the drain's own tests set them up.
