@@ -240,3 +240,100 @@ def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     skipped = int(second.stdout.split("skipped ")[1].split()[0])
     assert moved == 2000 - landed
     assert skipped in (0, 1)
+
+
+def test_protocol_1_messages_are_moved_and_workflows_are_kept_in_the_dead_set(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    from celery import chain
+
+    add = celery_app.legacy_add
+    linked = add.apply_async((1, 2), link=add.si(3, 4))
+    chained = chain(add.si(5, 6), add.si(7, 8)).apply_async()
+    celery_app.conf.task_protocol = 1
+    old = add.apply_async((9,), {"b": 10, "c": 11}, countdown=60)
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead) == (1, 2)
+    assert jobs(r)[old.id]["args"] == [[9], {"b": 10, "c": 11}]
+    assert r.zscore("schedule", r.zrange("schedule", 0, -1)[0]) > dt.datetime.now(dt.UTC).timestamp() + 30
+    assert [e["error_class"] for e in dead(r)] == ["UnsupportedCeleryWorkflow"] * 2
+    messages = " ".join(e["error_message"] for e in dead(r))
+    assert linked.id in messages and "callbacks" in messages
+    assert chained.parent.id in messages and "chain" in messages
+    assert broker_lists(broker) == {}
+
+
+def test_one_drain_per_broker(wurk: Wurk, broker: redis_lib.Redis, broker_url: str) -> None:
+    from django_wurk.celery.drain import BrokerError
+
+    broker.set("wurk-celery-drain", "someone-else", px=60_000)
+    with pytest.raises(BrokerError, match="another drain is working on this broker"):
+        drain(wurk, broker_url, lease_seconds=0.3)
+
+
+def test_follow_moves_new_messages_until_stopped(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    import threading
+
+    worker = Drain(
+        broker_url=broker_url,
+        queues=["celery", "other"],
+        wurk=wurk,
+        lookup=lambda name: StandIn(wurk, name),
+        follow=True,
+    )
+    thread = threading.Thread(target=worker.run)
+    thread.start()
+    try:
+        first = celery_app.legacy_add.delay(1, 2)
+        wait_for(lambda: first.id in jobs(r))
+        second = celery_app.legacy_add.apply_async((3, 4), queue="other")
+        third = celery_app.legacy_add.apply_async((5, 6), priority=9)
+        wait_for(lambda: {second.id, third.id} <= set(jobs(r)))
+    finally:
+        worker.stop()
+        thread.join(10)
+    assert not thread.is_alive()
+    assert worker.tally.moved == 3
+    assert broker_lists(broker) == {}
+
+
+def test_limit_stops_after_that_many_messages(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    sent = [celery_app.legacy_add.delay(i, i).id for i in range(5)]
+    tally = drain(wurk, broker_url, limit=2)
+    assert tally.moved == 2
+    assert set(jobs(r)) == set(sent[:2])  # oldest first, as Celery's workers take them
+    assert broker.llen("celery") == 3
+
+
+def test_an_unreachable_or_non_redis_broker_is_a_readable_error(wurk: Wurk) -> None:
+    from django_wurk.celery.drain import BrokerError
+
+    with pytest.raises(BrokerError, match=r"cannot reach the Celery broker at redis://:\*\*\*@127.0.0.1:1/0"):
+        drain(wurk, "redis://:secret@127.0.0.1:1/0")
+    with pytest.raises(BrokerError, match="reads Redis brokers only"):
+        drain(wurk, "amqp://guest@127.0.0.1:1//")
+
+
+def test_when_wurks_redis_fails_the_message_stays_held_for_the_next_drain(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any, test_config: Any
+) -> None:
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    sent = celery_app.legacy_add.delay(1, 2)
+    wurk.configure(test_config.replace(redis_url="redis://127.0.0.1:1/0"))
+    with pytest.raises(RedisConnectionError):
+        drain(wurk, broker_url)
+    assert broker.lrange("wurk-celery-drain:held:celery", 0, -1) != []
+    assert broker.get("wurk-celery-drain") is None
+
+    wurk.configure(test_config)
+    tally = drain(wurk, broker_url)
+    assert tally.moved == 1
+    assert set(jobs(r)) == {sent.id}
+    assert broker_lists(broker) == {}
