@@ -20,9 +20,12 @@ import pytest
 import redis as redis_lib
 
 from django_wurk import Wurk
+from django_wurk.celery import lookup
 from django_wurk.celery.drain import Drain, Tally, decode
-from tests.celery_drain_child import StandIn
+from tests import test_runwurk
 from tests.conftest import start_valkey, wait_for
+from tests.jobsapp import celery_drain_tasks
+from tests.test_runwurk import start, worker_env
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +70,45 @@ def celery_app(broker_url: str) -> Iterator[Any]:
         app.close()
 
 
+ROOT = Path(__file__).resolve().parents[1]
+stop_later = test_runwurk.stop_later  # the fixture that kills subprocesses a test left running
+
+
 def drain(wurk: Wurk, broker_url: str, **options: Any) -> Tally:
-    known = {"legacy.add"}
+    """The drain in this process, calling the real task layer."""
     return Drain(
-        broker_url=broker_url,
-        queues=options.pop("queues", ["celery"]),
-        wurk=wurk,
-        lookup=lambda name: StandIn(wurk, name) if name in known else None,
-        **options,
+        broker_url=broker_url, queues=options.pop("queues", ["celery"]), wurk=wurk, lookup=lookup, **options
     ).run()
+
+
+def drain_command(broker_url: str, redis_url: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "django", "wurk_drain_celery", "--broker", broker_url, *args]
+
+
+def start_drain(broker_url: str, redis_url: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        drain_command(broker_url, redis_url, *args),
+        cwd=ROOT,
+        env=worker_env(redis_url),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def run_drain(broker_url: str, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        drain_command(broker_url, redis_url, *args),
+        cwd=ROOT,
+        env=worker_env(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def runs(r: Any) -> dict[str, dict[str, Any]]:
+    return {run["id"]: run for run in map(json.loads, r.lrange(celery_drain_tasks.RUNS, 0, -1))}
 
 
 def jobs(r: Any) -> dict[str, dict[str, Any]]:
@@ -92,35 +125,51 @@ def broker_lists(broker: redis_lib.Redis) -> dict[bytes, int]:
     return {k: broker.llen(k) for k in broker.keys("*") if broker.type(k) == b"list" and broker.llen(k)}
 
 
-def test_every_message_becomes_one_job_and_the_broker_is_empty_after(
-    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+def test_every_message_becomes_one_job_and_the_workers_run_them(
+    wurk: Wurk,
+    r: Any,
+    broker: redis_lib.Redis,
+    broker_url: str,
+    redis_url: str,
+    celery_app: Any,
+    stop_later: list[subprocess.Popen[str]],
 ) -> None:
     add = celery_app.legacy_add
     when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     token = uuid.uuid4()
     plain = add.delay(1, 2)
-    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=60, expires=3600)
+    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=2, expires=3600)
     sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6})
+    unknown = celery_app.send_task("legacy.gone", args=[7])
+    etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
 
-    tally = drain(wurk, broker_url)
+    done = run_drain(broker_url, redis_url)
 
-    assert (tally.moved, tally.dead, tally.skipped) == (3, 0, 0)
+    assert done.returncode == 0, done.stderr
+    assert "drained: moved 3, dead 1, skipped 0" in done.stdout
     found = jobs(r)
-    assert set(found) == {plain.id, rich.id, sent.id}
-    assert found[plain.id]["args"] == [[1, 2], {}]
-    assert found[sent.id]["args"] == [[5], {"b": 6}]
-    # kombu's envelopes were decoded into objects and handed to the task as such.
-    [args, kwargs] = found[rich.id]["args"]
-    assert args == [
-        {"__type__": "datetime", "__value__": when.isoformat()},
-        {"__type__": "decimal", "__value__": "1.50"},
-    ]
-    assert kwargs == {"token": {"__type__": "uuid", "__value__": {"hex": token.hex}}}
+    assert set(found) == {plain.id, rich.id, sent.id}  # the Celery task id is the jid
+    assert found[plain.id]["class"] == "legacy.add"
+    assert found[plain.id]["args"] == [1, 2]
+    assert found[sent.id]["args"] == [5] and found[sent.id]["kwargs"] == {"b": 6}
     scheduled = {json.loads(m)["jid"]: s for m, s in r.zrange("schedule", 0, -1, withscores=True)}
-    assert list(scheduled) == [rich.id]
-    assert found[rich.id]["expires_at"] > scheduled[rich.id]
+    assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
+    eta = dt.datetime.fromisoformat(str(etas[rich.id]))
+    assert scheduled[rich.id] == pytest.approx(eta.timestamp())
+    assert found[rich.id]["expiry"] == pytest.approx(eta.timestamp() + 3600 - 2, abs=1)
+    [buried] = dead(r)
+    assert buried["error_class"] == "UnknownCeleryTask" and unknown.id in buried["error_message"]
     assert broker_lists(broker) == {}
     assert broker.get("wurk-celery-drain") is None  # the lease was given back
+
+    stop_later.append(start(redis_url, "-c", "2", "-q", "default"))
+    wait_for(lambda: len(runs(r)) == 3, timeout=30)
+    ran = runs(r)
+    assert ran[plain.id]["args"] == [["int", "1"], ["int", "2"]]
+    assert ran[sent.id]["kwargs"] == {"b": ["int", "6"]}
+    # kombu's JSON envelopes came back as the objects Celery would have handed the task.
+    assert ran[rich.id]["args"] == [["datetime", str(when)], ["Decimal", "1.50"]]
+    assert ran[rich.id]["kwargs"] == {"token": ["UUID", str(token)]}
 
 
 def test_unknown_task_and_pickle_go_to_the_dead_set_with_the_message_kept(
@@ -192,7 +241,7 @@ def test_a_message_held_by_a_killed_drain_is_finished_once(
     # A drain killed after pushing `first` but before removing it from its held list.
     raw = broker.rpoplpush("celery", "wurk-celery-drain:held:celery")
     tag = decode(raw).delivery
-    drain_once = Drain(broker_url=broker_url, queues=["celery"], wurk=wurk, lookup=lambda n: StandIn(wurk, n))
+    drain_once = Drain(broker_url=broker_url, queues=["celery"], wurk=wurk, lookup=lookup)
     drain_once.handle("celery", raw)
     assert set(jobs(r)) == {first.id}
 
@@ -206,18 +255,13 @@ def test_a_message_held_by_a_killed_drain_is_finished_once(
     assert broker_lists(broker) == {}
 
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, redis_url: str, celery_app: Any
 ) -> None:
     sent = {celery_app.legacy_add.delay(i, i).id for i in range(2000)}
-    command = [sys.executable, "-m", "tests.celery_drain_child", broker_url, redis_url]
-    # redis_url is the suite's server; the test's own engine flushed it, the child sees the same db.
-    first = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = start_drain(broker_url, redis_url, "--lease-seconds", "1")
     try:
-        wait_for(lambda: r.llen("queue:default") >= 300, timeout=30)
+        wait_for(lambda: r.llen("queue:default") >= 300, timeout=60)
         first.kill()
         first.wait(10)
     finally:
@@ -226,7 +270,8 @@ def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     landed = r.llen("queue:default")
     assert landed < 2000, "the drain finished before it could be killed mid-way"
 
-    second = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # The restart waits for the killed drain's lease to expire, then finishes its held message.
+    second = run_drain(broker_url, redis_url, "--lease-seconds", "1")
 
     assert second.returncode == 0, second.stderr
     pushed = [json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)]
@@ -236,8 +281,9 @@ def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     assert broker_lists(broker) == {}
     # The restart moved the rest; a message the killed drain had pushed but not yet removed
     # from its held list is the only one it may find pushed already, and it skips that one.
-    moved = int(second.stdout.split("moved ")[1].split(",")[0])
-    skipped = int(second.stdout.split("skipped ")[1].split()[0])
+    summary = second.stdout.split("drained: ")[1]
+    moved = int(summary.split("moved ")[1].split(",")[0])
+    skipped = int(summary.split("skipped ")[1].split()[0])
     assert moved == 2000 - landed
     assert skipped in (0, 1)
 
@@ -256,7 +302,7 @@ def test_protocol_1_messages_are_moved_and_workflows_are_kept_in_the_dead_set(
     tally = drain(wurk, broker_url)
 
     assert (tally.moved, tally.dead) == (1, 2)
-    assert jobs(r)[old.id]["args"] == [[9], {"b": 10, "c": 11}]
+    assert jobs(r)[old.id]["args"] == [9] and jobs(r)[old.id]["kwargs"] == {"b": 10, "c": 11}
     assert r.zscore("schedule", r.zrange("schedule", 0, -1)[0]) > dt.datetime.now(dt.UTC).timestamp() + 30
     assert [e["error_class"] for e in dead(r)] == ["UnsupportedCeleryWorkflow"] * 2
     messages = " ".join(e["error_message"] for e in dead(r))
@@ -282,7 +328,7 @@ def test_follow_moves_new_messages_until_stopped(
         broker_url=broker_url,
         queues=["celery", "other"],
         wurk=wurk,
-        lookup=lambda name: StandIn(wurk, name),
+        lookup=lookup,
         follow=True,
     )
     thread = threading.Thread(target=worker.run)
@@ -337,3 +383,38 @@ def test_when_wurks_redis_fails_the_message_stays_held_for_the_next_drain(
     assert tally.moved == 1
     assert set(jobs(r)) == {sent.id}
     assert broker_lists(broker) == {}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_push_is_immediate_even_in_a_transaction_or_with_the_outbox(
+    wurk: Wurk, r: Any, broker_url: str, celery_app: Any, use_app_settings: Any
+) -> None:
+    from django.db import transaction
+
+    from django_wurk.models import OutboxEntry
+
+    use_app_settings(enqueue="outbox")
+    first = celery_app.legacy_add.delay(1, 2)
+    with transaction.atomic():
+        drain(wurk, broker_url)
+        # Acknowledged on the broker already, so it must be in Redis now, not at the commit.
+        assert set(jobs(r)) == {first.id}
+    assert OutboxEntry.objects.count() == 0
+
+
+def test_a_message_the_task_refuses_goes_to_the_dead_set(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    bad_id = celery_app.send_task("legacy.add", args=[1], task_id="has a space")
+    bad_eta = celery_app.legacy_add.delay(2, 3)
+    raw = json.loads(broker.lindex("celery", 0))
+    raw["headers"]["eta"] = "next tuesday"
+    broker.lset("celery", 0, json.dumps(raw))
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead) == (0, 2)
+    reasons = " ".join(e["error_message"] for e in dead(r))
+    assert "task_id" in reasons and bad_id.id in reasons
+    assert "eta" in reasons and bad_eta.id in reasons
+    assert {e["error_class"] for e in dead(r)} == {"CeleryTaskRefused"}
