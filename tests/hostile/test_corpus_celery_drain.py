@@ -47,7 +47,9 @@ def test_every_corpus_value_on_the_broker_is_buried_once_and_the_drain_goes_on(
         entry = json.loads(raw)
         assert readable_reason(entry) is None, entry
         original = (
-            base64.b64decode(entry["payload_base64"]) if "payload_base64" in entry else entry["args"][0].encode()
+            base64.b64decode(entry["payload_base64"])
+            if "payload_base64" in entry
+            else entry["args"][0].encode()
         )
         kept[original] = kept.get(original, 0) + 1
     expected: dict[bytes, int] = {}

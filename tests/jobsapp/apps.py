@@ -6,7 +6,6 @@ class JobsAppConfig(AppConfig):
     label = "jobsapp"
 
     def ready(self) -> None:
-        # Not a "jobs" module (autodiscovered): imported here so runwurk subprocesses know them.
-        from tests.jobsapp import batch_jobs  # noqa: F401
-        # The Celery-named tasks the Celery drain's tests move messages to (drain and worker processes).
-        from tests.jobsapp import celery_drain_tasks  # noqa: F401
+        # Not "jobs" modules (autodiscovered): imported here so runwurk subprocesses know them.
+        # celery_drain_tasks: the Celery-named tasks the Celery drain's tests move messages to.
+        from tests.jobsapp import batch_jobs, celery_drain_tasks  # noqa: F401
