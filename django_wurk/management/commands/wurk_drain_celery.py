@@ -64,7 +64,9 @@ class Command(BaseCommand):
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         if options["verbosity"] >= 1:
-            logging.getLogger("django_wurk").setLevel(logging.INFO if options["verbosity"] >= 2 else logging.WARNING)
+            logging.getLogger("django_wurk").setLevel(
+                logging.INFO if options["verbosity"] >= 2 else logging.WARNING
+            )
 
         def progress(tally: Tally) -> None:
             if options["verbosity"] >= 1:
