@@ -418,3 +418,20 @@ def test_a_message_the_task_refuses_goes_to_the_dead_set(
     assert "task_id" in reasons and bad_id.id in reasons
     assert "eta" in reasons and bad_eta.id in reasons
     assert {e["error_class"] for e in dead(r)} == {"CeleryTaskRefused"}
+
+
+def test_the_command_says_what_is_wrong_and_exits_non_zero(redis_url: str) -> None:
+    unreachable = run_drain("redis://:secret@127.0.0.1:1/0", redis_url)
+    assert unreachable.returncode == 1
+    assert "cannot reach the Celery broker at redis://:***@127.0.0.1:1/0" in unreachable.stderr
+    assert "secret" not in unreachable.stderr + unreachable.stdout
+    missing = subprocess.run(
+        [sys.executable, "-m", "django", "wurk_drain_celery"],
+        cwd=ROOT,
+        env=worker_env(redis_url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1
+    assert "--broker" in missing.stderr and "CELERY_BROKER_URL" in missing.stderr

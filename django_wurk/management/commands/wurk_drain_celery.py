@@ -44,6 +44,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        from django_wurk import logging as wurk_logging
         from django_wurk.celery import lookup
         from django_wurk.celery.drain import BrokerError, Drain, Tally
         from django_wurk.conf import build_config
@@ -63,13 +64,11 @@ class Command(BaseCommand):
             wurk.configure(build_config())
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
-        if options["verbosity"] >= 1:
-            logging.getLogger("django_wurk").setLevel(
-                logging.INFO if options["verbosity"] >= 2 else logging.WARNING
-            )
+        verbosity = int(options["verbosity"])
+        wurk_logging.configure(logging.INFO if verbosity >= 2 else logging.WARNING, "text", None)
 
         def progress(tally: Tally) -> None:
-            if options["verbosity"] >= 1:
+            if verbosity >= 1:
                 self.stdout.write(f"drain: {tally}")
 
         drain = Drain(
