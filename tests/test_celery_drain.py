@@ -435,3 +435,33 @@ def test_the_command_says_what_is_wrong_and_exits_non_zero(redis_url: str) -> No
     )
     assert missing.returncode == 1
     assert "--broker" in missing.stderr and "CELERY_BROKER_URL" in missing.stderr
+
+
+def test_restore_unacked_gives_back_what_a_killed_celery_worker_held(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    from kombu import Connection
+
+    held = celery_app.legacy_add.delay(1, 2)
+    waiting = celery_app.legacy_add.delay(3, 4)
+    elsewhere = celery_app.legacy_add.apply_async((5, 6), queue="reports")
+    # Celery workers take messages into kombu's unacked hash; killed, nothing gives them back.
+    with Connection(broker_url) as connection:
+        channel = connection.default_channel
+        assert channel.basic_get("celery") is not None
+        assert channel.basic_get("reports") is not None
+        channel.qos.restore_at_shutdown = False
+    broker.hset("unacked", "junk-tag", b"\xff not json")
+    assert broker.hlen("unacked") == 3
+
+    assert drain(wurk, broker_url).moved == 1  # without the option the held one stays there
+    assert set(jobs(r)) == {waiting.id}
+
+    worker = Drain(broker_url=broker_url, queues=["celery"], wurk=wurk, lookup=lookup, restore_unacked=True)
+    assert worker.run().moved == 1
+    assert worker.restored == 1
+    assert set(jobs(r)) == {waiting.id, held.id}
+    # Another queue's message and an entry that is not kombu's are left where they are.
+    assert broker.hlen("unacked") == 2 and broker.hexists("unacked", "junk-tag")
+    assert broker.zcard("unacked_index") == 1
+    assert elsewhere.id not in jobs(r)

@@ -364,20 +364,35 @@ class Drain:
     progress: Callable[[Tally], None] = lambda tally: None
     progress_every: float = 2.0
     transport_options: Mapping[str, Any] = field(default_factory=dict)
+    #: First give back to these queues what kombu's ``unacked`` hash holds for them (messages
+    #: Celery workers took and never acknowledged): only with every Celery worker stopped.
+    restore_unacked: bool = False
     stopping: threading.Event = field(default_factory=threading.Event)
     tally: Tally = field(default_factory=Tally)
+    #: How many messages ``restore_unacked`` gave back.
+    restored: int = 0
 
     def run(self) -> Tally:
         """Drain until the queues are empty (or ``stop()``, or ``limit``; forever with ``follow``)."""
         connection, client, prefix, list_keys = self._connect()
+        scripts = Scripts(client.execute_command)
         lease = Lease(
-            Scripts(client.execute_command),
+            scripts,
             prefix + keys.CELERY_DRAIN_LOCK,
             wire.new_jid(),
             self.lease_seconds,
         )
         self._take_lease(lease)
         try:
+            if self.restore_unacked:
+                channel: Any = connection.default_channel
+                self.restored = self._restore(
+                    client,
+                    scripts,
+                    prefix + channel.unacked_key,
+                    prefix + channel.unacked_index_key,
+                    list_keys,
+                )
             self._drain(client, prefix, list_keys, lease)
         finally:
             with contextlib.suppress(RedisError):  # else it expires on its own
@@ -421,6 +436,46 @@ class Drain:
             for queue in self.queues
         }
         return connection, client, prefix, list_keys
+
+    def _restore(
+        self,
+        client: redis.Redis,
+        scripts: Scripts,
+        unacked: str,
+        unacked_index: str,
+        list_keys: dict[str, list[str]],
+    ) -> int:
+        """Give kombu's unacked messages for the drained queues back to those queues.
+
+        kombu's Redis transport keeps what a consumer took and has not acknowledged in one
+        hash (``tag -> [message, exchange, routing key]``), and only a running Celery
+        consumer restores it, after ``visibility_timeout`` (an hour by default): with the
+        Celery workers gone for good, a message a killed worker held would wait there
+        forever. An entry that cannot be read, or whose routing key is not one of the
+        drained queues, is left alone (logged).
+        """
+        restored = 0
+        for tag in self._broker(client.hkeys, unacked):
+            entry = self._broker(client.hget, unacked, tag)
+            if entry is None:
+                continue  # acknowledged since
+            try:
+                message, _exchange, routing_key = wire.decode_json(entry, "unacked entry")
+                if not isinstance(message, dict) or not isinstance(routing_key, str):
+                    raise ValueError("not [message, exchange, routing key]")
+                text = wire.dumps(message)
+            except (ValueError, TypeError) as exc:
+                logger.warning("kombu's unacked entry %r is left alone: %s", tag, exc)
+                continue
+            if routing_key not in list_keys:
+                continue  # another queue's: its own consumers restore it
+            if self._broker(
+                scripts.celery_restore, unacked, unacked_index, list_keys[routing_key][0], tag, entry, text
+            ):
+                restored += 1
+        if restored:
+            logger.warning("gave %d unacknowledged message(s) back to their queues", restored)
+        return restored
 
     def _take_lease(self, lease: Lease) -> None:
         """Wait for a drain killed a moment ago to let its lease expire, then hold it."""

@@ -51,8 +51,20 @@ LEASE_ACQUIRE = Script.load("lease_acquire")
 LEASE_RENEW = Script.load("lease_renew")
 LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
+CELERY_RESTORE = Script.load("celery_restore")
 
-ALL = (FETCH, PROMOTE, BURY, REQUEUE, PUSH_ONCE, LEASE_ACQUIRE, LEASE_RENEW, LEASE_RELEASE, BATCH)
+ALL = (
+    FETCH,
+    PROMOTE,
+    BURY,
+    REQUEUE,
+    PUSH_ONCE,
+    LEASE_ACQUIRE,
+    LEASE_RENEW,
+    LEASE_RELEASE,
+    BATCH,
+    CELERY_RESTORE,
+)
 
 
 class Scripts:
@@ -167,3 +179,14 @@ class Scripts:
         The script names every batch key from the bid in ``argv``, so it takes no KEYS.
         """
         return self._run(BATCH, (), argv)
+
+    # A Celery broker (the Celery drain binds Scripts to the broker's connection) -------
+
+    def celery_restore(
+        self, unacked: str, unacked_index: str, queue_list: str, tag: bytes, entry: bytes, message: str
+    ) -> bool:
+        """Move kombu's unacked ``entry`` (under ``tag``) back onto ``queue_list`` as ``message``.
+
+        False when the entry is gone or changed since it was read (acknowledged, restored).
+        """
+        return bool(self._run(CELERY_RESTORE, (unacked, unacked_index, queue_list), (tag, entry, message)))

@@ -36,6 +36,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--limit", type=int, help="stop after this many messages")
         parser.add_argument(
+            "--restore-unacked",
+            action="store_true",
+            help="first give back to the drained queues the messages Celery workers took and never"
+            " acknowledged (kombu's unacked hash); only once every Celery worker is stopped",
+        )
+        parser.add_argument(
             "--lease-seconds",
             type=float,
             default=30.0,
@@ -79,6 +85,7 @@ class Command(BaseCommand):
             follow=options["follow"],
             limit=options["limit"],
             lease_seconds=options["lease_seconds"],
+            restore_unacked=options["restore_unacked"],
             transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {},
             progress=progress,
         )
