@@ -139,7 +139,7 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     token = uuid.uuid4()
     plain = add.delay(1, 2)
     rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=2, expires=3600)
-    sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6})
+    sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6}, retries=2)
     unknown = celery_app.send_task("legacy.gone", args=[7])
     etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
 
@@ -167,6 +167,7 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     ran = runs(r)
     assert ran[plain.id]["args"] == [["int", "1"], ["int", "2"]]
     assert ran[sent.id]["kwargs"] == {"b": ["int", "6"]}
+    assert ran[sent.id]["retries"] == 2 and ran[plain.id]["retries"] == 0  # Celery's retry count
     # kombu's JSON envelopes came back as the objects Celery would have handed the task.
     assert ran[rich.id]["args"] == [["datetime", str(when)], ["Decimal", "1.50"]]
     assert ran[rich.id]["kwargs"] == {"token": ["UUID", str(token)]}
