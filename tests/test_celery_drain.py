@@ -466,3 +466,19 @@ def test_restore_unacked_gives_back_what_a_killed_celery_worker_held(
     assert broker.hlen("unacked") == 2 and broker.hexists("unacked", "junk-tag")
     assert broker.zcard("unacked_index") == 1
     assert elsewhere.id not in jobs(r)
+
+
+def test_a_full_dead_set_stops_the_drain_rather_than_trim_a_message_away(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any, test_config: Any
+) -> None:
+    from django_wurk.celery.drain import DeadSetFull
+
+    wurk.configure(test_config.replace(dead_max_jobs=4))
+    sent = [celery_app.send_task("legacy.gone", args=[i]).id for i in range(5)]
+    with pytest.raises(DeadSetFull, match=r"DEAD_MAX_JOBS'\] = 4"):
+        drain(wurk, broker_url)
+    kept = [e["error_message"] for e in dead(r)]
+    assert len(kept) == 3
+    assert all(any(i in m for m in kept) for i in sent[:3])
+    # The fourth is held, the fifth still queued: both there for the next drain.
+    assert broker.llen("wurk-celery-drain:held:celery") == 1 and broker.llen("celery") == 1

@@ -87,8 +87,16 @@ class Task(Protocol):
 Lookup = Callable[[str], Task | None]
 
 
-class BrokerError(Exception):
-    """The broker cannot be used (unreachable, not Redis, busy with another drain); readable."""
+class DrainError(Exception):
+    """The drain cannot go on; the message says why, readably. The message in hand stays held."""
+
+
+class BrokerError(DrainError):
+    """The broker cannot be used (unreachable, not Redis, busy with another drain)."""
+
+
+class DeadSetFull(DrainError):
+    """Burying one more message would trim the dead set, dropping its oldest entry."""
 
 
 class Refused(Exception):
@@ -615,6 +623,15 @@ class Drain:
         return "moved"
 
     def _bury(self, queue: str, raw: bytes, refused: Refused) -> None:
+        # The dead set is trimmed to DEAD_MAX_JOBS on every write, oldest first: past that,
+        # a message kept there would push out another (maybe one this drain kept), so stop.
+        limit = self.wurk.config.dead_max_jobs
+        if self.wurk.redis.zcard(keys.DEAD) >= limit - 1:
+            raise DeadSetFull(
+                f"the dead set is full (WURK['DEAD_MAX_JOBS'] = {limit}); the message that was to go"
+                f" there ({refused}) stays on the broker: deal with the dead entries or raise the limit,"
+                " then drain again"
+            )
         logger.warning("Celery message from queue %r goes to the dead set: %s", queue, refused)
         error = wire.PayloadError(refused.error_class, f"Celery queue {queue!r}: {refused}")
         bury(self.wurk, invalid_payload_envelope(queue, raw, error, self.wurk.config.timestamps))

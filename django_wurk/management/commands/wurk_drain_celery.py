@@ -52,7 +52,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from django_wurk import logging as wurk_logging
         from django_wurk.celery import lookup
-        from django_wurk.celery.drain import BrokerError, Drain, Tally
+        from django_wurk.celery.drain import Drain, DrainError, Tally
         from django_wurk.conf import build_config
         from django_wurk.core.engine import wurk
 
@@ -94,7 +94,7 @@ class Command(BaseCommand):
         self.stdout.write(f"draining Celery queue(s) {', '.join(queues)} from {redact_url(broker)}")
         try:
             tally = drain.run()
-        except BrokerError as exc:
+        except DrainError as exc:
             raise CommandError(f"{exc} ({drain.tally} before it)") from None
         except RedisError as exc:
             raise CommandError(
