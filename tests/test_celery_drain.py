@@ -317,7 +317,7 @@ def test_one_drain_per_broker(wurk: Wurk, broker: redis_lib.Redis, broker_url: s
 
     broker.set("wurk-celery-drain", "someone-else", px=60_000)
     with pytest.raises(BrokerError, match="another drain is working on this broker"):
-        drain(wurk, broker_url, lease_seconds=0.3)
+        drain(wurk, broker_url, lease_seconds=0.5)
 
 
 def test_follow_moves_new_messages_until_stopped(
@@ -482,3 +482,28 @@ def test_a_full_dead_set_stops_the_drain_rather_than_trim_a_message_away(
     assert all(any(i in m for m in kept) for i in sent[:3])
     # The fourth is held, the fifth still queued: both there for the next drain.
     assert broker.llen("wurk-celery-drain:held:celery") == 1 and broker.llen("celery") == 1
+
+
+def test_follow_runs_until_sigterm_and_then_exits_cleanly(
+    wurk: Wurk,
+    r: Any,
+    broker: redis_lib.Redis,
+    broker_url: str,
+    redis_url: str,
+    celery_app: Any,
+    stop_later: list[subprocess.Popen[str]],
+) -> None:
+    import signal
+
+    following = start_drain(broker_url, redis_url, "--follow")
+    stop_later.append(following)
+    sent = celery_app.legacy_add.delay(1, 2)
+    wait_for(lambda: sent.id in jobs(r), timeout=30)
+    later = celery_app.legacy_add.delay(3, 4)
+    wait_for(lambda: later.id in jobs(r), timeout=30)
+    following.send_signal(signal.SIGTERM)
+    out, err = following.communicate(timeout=30)
+    assert following.returncode == 0, err
+    assert "drained: moved 2, dead 0, skipped 0" in out
+    assert broker_lists(broker) == {}
+    assert broker.get("wurk-celery-drain") is None

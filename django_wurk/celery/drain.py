@@ -380,6 +380,16 @@ class Drain:
     #: How many messages ``restore_unacked`` gave back.
     restored: int = 0
 
+    def __post_init__(self) -> None:
+        if not self.queues:
+            raise ValueError("the drain needs at least one queue")
+        # With --follow the drain blocks up to a second at a time, between two renewals.
+        if self.lease_seconds < (3.0 if self.follow else 0.5):
+            raise ValueError(
+                f"the drain's lease must last at least {3 if self.follow else 0.5} seconds"
+                f"{' with --follow' if self.follow else ''}, got {self.lease_seconds}"
+            )
+
     def run(self) -> Tally:
         """Drain until the queues are empty (or ``stop()``, or ``limit``; forever with ``follow``)."""
         connection, client, prefix, list_keys = self._connect()
@@ -490,7 +500,9 @@ class Drain:
         deadline = time.monotonic() + self.lease_seconds + 1.0
         told = False
         while not lease.acquire():
-            if time.monotonic() > deadline or self.stopping.is_set():
+            if self.stopping.is_set():
+                raise DrainError("stopped while waiting for the drain lease")
+            if time.monotonic() > deadline:
                 raise BrokerError(
                     f"another drain is working on this broker (lease {lease.key!r} is held); one drain"
                     " runs per broker at a time"

@@ -61,8 +61,6 @@ class Command(BaseCommand):
             raise CommandError("give the Celery broker with --broker redis://... (or set CELERY_BROKER_URL)")
         if options["limit"] is not None and options["limit"] < 1:
             raise CommandError("--limit must be at least 1")
-        if options["lease_seconds"] <= 0:
-            raise CommandError("--lease-seconds must be positive")
         queues = list(dict.fromkeys(options["queues"] or ["celery"]))
         if any(not q for q in queues):
             raise CommandError("--queue: a queue name cannot be empty")
@@ -77,18 +75,21 @@ class Command(BaseCommand):
             if verbosity >= 1:
                 self.stdout.write(f"drain: {tally}")
 
-        drain = Drain(
-            broker_url=broker,
-            queues=queues,
-            wurk=wurk,
-            lookup=lookup,
-            follow=options["follow"],
-            limit=options["limit"],
-            lease_seconds=options["lease_seconds"],
-            restore_unacked=options["restore_unacked"],
-            transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {},
-            progress=progress,
-        )
+        try:
+            drain = Drain(
+                broker_url=broker,
+                queues=queues,
+                wurk=wurk,
+                lookup=lookup,
+                follow=options["follow"],
+                limit=options["limit"],
+                lease_seconds=options["lease_seconds"],
+                restore_unacked=options["restore_unacked"],
+                transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {},
+                progress=progress,
+            )
+        except ValueError as exc:
+            raise CommandError(str(exc)) from None
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: drain.stop())
         self.stdout.write(f"draining Celery queue(s) {', '.join(queues)} from {redact_url(broker)}")
