@@ -254,7 +254,9 @@ class TransactionAwarePusher:
 
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
         app = app_settings()
-        if app.enqueue == "immediate" or delivery.get("on_commit") is False:
+        wanted = delivery.get("on_commit")
+        # An explicit on_commit=True (Celery's delay_on_commit) defers even under ENQUEUE="immediate".
+        if (app.enqueue == "immediate" and wanted is not True) or wanted is False:
             self.inner.push(payloads, at)
             return
         using = delivery.get("using")

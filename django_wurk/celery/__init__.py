@@ -16,7 +16,7 @@ It imports nothing from Django; the Django app imports the ``tasks`` modules tha
 """
 
 from django_wurk.celery import states
-from django_wurk.celery.canvas import Signature, signature, subtask
+from django_wurk.celery.canvas import GroupResult, Signature, chain, chord, group, signature, subtask
 from django_wurk.celery.exceptions import (
     MaxRetriesExceededError,
     RemoteTaskError,
@@ -25,13 +25,18 @@ from django_wurk.celery.exceptions import (
     TimeoutError,
     UnsupportedOptionWarning,
 )
+from django_wurk.celery.job import install as _install
 from django_wurk.celery.results import AsyncResult
 from django_wurk.celery.task import Celery, EagerResult, Request, Task, current_app, lookup, shared_task
+from django_wurk.core.engine import wurk as _wurk
+
+_install(_wurk)
 
 __all__ = [
     "AsyncResult",
     "Celery",
     "EagerResult",
+    "GroupResult",
     "MaxRetriesExceededError",
     "RemoteTaskError",
     "Request",
@@ -41,7 +46,10 @@ __all__ = [
     "TaskRevokedError",
     "TimeoutError",
     "UnsupportedOptionWarning",
+    "chain",
+    "chord",
     "current_app",
+    "group",
     "lookup",
     "shared_task",
     "signature",

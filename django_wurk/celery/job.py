@@ -14,18 +14,28 @@ set (``retry_count`` counts Celery's retries) and comes back at that time.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from django_wurk.celery.exceptions import Retry
+from django_wurk.core.engine import Wurk
+from django_wurk.core.features.expiring import EXPIRES_AT, ExpiryServerMiddleware
+from django_wurk.core.features.expiring.option import deadline
 from django_wurk.core.job import Job
+from django_wurk.core.wire import Payload
 
-if TYPE_CHECKING:
-    from django_wurk.celery.task import Task
+
+class Runner(Protocol):
+    """What runs the task for the job: the ``Task`` (named here, not imported: it builds this class)."""
+
+    def execute(self, job: CeleryJob, args: list[Any]) -> Any: ...
+
+    def record_revoked(self, task_id: str, payload: Payload) -> None: ...
 
 
 class CeleryJob(Job, abstract=True):
-    task: ClassVar[Task]
+    task: ClassVar[Runner]
     retry = 0
 
     def perform(self, *args: Any) -> Any:
@@ -40,3 +50,30 @@ class CeleryJob(Job, abstract=True):
         if isinstance(when, (int, float)) and not isinstance(when, bool):
             return max(float(when), 0.0)
         return 0.0
+
+
+class RecordRevoked:
+    """Server middleware: a Celery task whose ``expires_at`` has passed gets a REVOKED result.
+
+    The expiring-jobs feature's middleware, which runs after this one, then skips the job
+    (and counts it in ``stat:expired``), as it does for every expiring job. This one only
+    writes what Celery's result would say, so ``AsyncResult.get()`` raises
+    ``TaskRevokedError`` instead of waiting for a run that will never come.
+    """
+
+    def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        if isinstance(job, CeleryJob):
+            limit = deadline(payload.get(EXPIRES_AT))
+            if limit is not None and time.time() > limit:
+                type(job).task.record_revoked(str(payload.get("jid", "")), payload)
+        call_next()
+
+
+def install(wurk: Wurk) -> None:
+    """Plug the REVOKED record in just before the expiry check (idempotent)."""
+    if RecordRevoked in wurk.server_middleware:
+        return
+    if ExpiryServerMiddleware in wurk.server_middleware:
+        wurk.server_middleware.insert_before(ExpiryServerMiddleware, RecordRevoked)
+    else:
+        wurk.server_middleware.add(RecordRevoked)

@@ -152,6 +152,8 @@ class AsyncResult:
         self.id = id
         self.task_name = task_name
         self._store = store
+        #: The result before this one in a chain, or a chord's header (a ``GroupResult``).
+        self.parent: Any = None
 
     @property
     def store(self) -> ResultStore:

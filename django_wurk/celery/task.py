@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_wurk.celery import codec, options, states
+from django_wurk.celery import canvas, codec, options, states
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
     MaxRetriesExceededError,
@@ -34,6 +34,7 @@ from django_wurk.celery.results import DEFAULT_EXPIRES, AsyncResult, ResultStore
 from django_wurk.core import wire
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
+from django_wurk.core.features.expiring import EXPIRES_AT
 from django_wurk.core.job import Setter, delivery_options
 
 logger = logging.getLogger("django_wurk.celery")
@@ -41,9 +42,10 @@ logger = logging.getLogger("django_wurk.celery")
 #: The payload key holding a Celery task's keyword arguments (a JSON object). The same key
 #: the django.tasks backend uses, so one convention covers both.
 KWARGS_KEY = "kwargs"
-#: The payload key holding an absolute expiry (epoch seconds), the one Sidekiq Pro's
-#: expiring jobs write and the expiring-jobs feature reads; the task job checks it too.
-EXPIRY_KEY = "expiry"
+#: The payload key holding an absolute expiry (epoch seconds): Sidekiq Pro's ``expires_at``,
+#: which the expiring-jobs feature checks before each run (it skips the job; the Celery
+#: layer's middleware records REVOKED first, ``django_wurk.celery.job.RecordRevoked``).
+EXPIRY_KEY = EXPIRES_AT
 #: Set in the payload when one call asked for ``ignore_result=True``.
 IGNORE_RESULT_KEY = "ignore_result"
 
@@ -143,7 +145,10 @@ class Celery:
         if callable(packages):
             packages = packages()
         if packages is None:
-            autodiscovery.append(related_name)
+            if _discoverer is not None:
+                _discoverer(related_name)
+            else:
+                autodiscovery.append(related_name)
             return
         import importlib
 
@@ -162,9 +167,7 @@ class Celery:
         **opts: Any,
     ) -> AsyncResult:
         """Send by name; the task need not be defined in this process, only in the worker's."""
-        task = lookup(name)
-        if task is None:
-            task = Task(None, self, name=name, registered=False)
+        task = lookup(name) or Task(None, self, name=name, registered=False)
         return task.apply_async(args, kwargs, **opts)
 
     def AsyncResult(self, id: str) -> AsyncResult:
@@ -178,8 +181,18 @@ class Celery:
         return f"<Celery {self.main or '__main__'}>"
 
 
-#: Related module names that Django's app registry should import when it is ready (see apps.py).
+#: Related module names to import from every installed Django app, once Django is ready.
 autodiscovery: list[str] = []
+_discoverer: Callable[[str], object] | None = None
+
+
+def set_discoverer(discover: Callable[[str], object]) -> None:
+    """Called by the Django app when ready: imports ``<app>.<name>`` for every installed app."""
+    global _discoverer
+    _discoverer = discover
+    while autodiscovery:
+        discover(autodiscovery.pop(0))
+
 
 #: The app ``@shared_task`` tasks use.
 default_app = Celery("default")
@@ -376,6 +389,7 @@ class Task:
         if priority is not None:
             options.warn_unsupported("priority", where)
         on_commit = opts.pop("_on_commit", None)
+        rest_of_chain = opts.pop("_chain", None)
         ignore_result = opts.pop("ignore_result", None)
         retries = opts.pop("retries", None)
         serializer = opts.pop("serializer", "json")
@@ -401,6 +415,8 @@ class Task:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
             payload[IGNORE_RESULT_KEY] = bool(ignore_result)
+        if rest_of_chain:
+            payload[canvas.CHAIN_KEY] = codec.encode(list(rest_of_chain))
         if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
             payload["retry_count"] = retries - 1  # so request.retries reads ``retries`` again
         payload["jid"] = jid
@@ -427,18 +443,16 @@ class Task:
         return setter
 
     def signature(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-                  **opts: Any) -> Any:  # fmt: skip
-        from django_wurk.celery.canvas import Signature
-
+                  **opts: Any) -> canvas.Signature:  # fmt: skip
         immutable = bool(opts.pop("immutable", False))
-        return Signature(str(self.name), args, kwargs, opts, immutable=immutable)
+        return canvas.Signature(str(self.name), args, kwargs, opts, immutable=immutable)
 
     subtask = signature
 
-    def s(self, *args: Any, **kwargs: Any) -> Any:
+    def s(self, *args: Any, **kwargs: Any) -> canvas.Signature:
         return self.signature(args, kwargs)
 
-    def si(self, *args: Any, **kwargs: Any) -> Any:
+    def si(self, *args: Any, **kwargs: Any) -> canvas.Signature:
         return self.signature(args, kwargs, immutable=True)
 
     def AsyncResult(self, task_id: str) -> AsyncResult:
@@ -540,6 +554,20 @@ class Task:
             value = value.total_seconds()
         return int(value) if value else None
 
+    def ignores_result(self, payload: Mapping[str, Any]) -> bool:
+        """The call's ``ignore_result`` if it gave one, else the task's, else the app's."""
+        per_call = payload.get(IGNORE_RESULT_KEY)
+        if per_call is not None:
+            return per_call is True
+        if self.ignore_result is not None:
+            return bool(self.ignore_result)
+        return bool(self.app.setting("task_ignore_result"))
+
+    def record_revoked(self, task_id: str, payload: Mapping[str, Any]) -> None:
+        """The job expired before it ran (the expiring-jobs feature skips it): say REVOKED."""
+        if not self.ignores_result(payload):
+            ResultStore(wurk).write(task_id, states.REVOKED, None, expires=self.result_expires)
+
     def execute(self, job: CeleryJob, args: list[Any]) -> Any:
         payload = job.payload
         kw = payload.get(KWARGS_KEY, {})
@@ -548,11 +576,7 @@ class Task:
         args, kwargs = codec.decode(args), codec.decode(kw)
         count = payload.get("retry_count")
         retries = count + 1 if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
-        ignore = self.ignore_result
-        if ignore is None:
-            ignore = bool(self.app.setting("task_ignore_result"))
-        if payload.get(IGNORE_RESULT_KEY) is not None:
-            ignore = payload.get(IGNORE_RESULT_KEY) is True
+        ignore = self.ignores_result(payload)
         request = Request(
             id=job.jid, task=self.name, retries=retries, args=args, kwargs=kwargs,
             delivery_info={"routing_key": payload.get("queue"), "exchange": "", "priority": None,
@@ -562,12 +586,6 @@ class Task:
         )  # fmt: skip
         store = ResultStore(wurk)
         expires = self.result_expires
-        expiry = payload.get(EXPIRY_KEY)
-        if isinstance(expiry, (int, float)) and not isinstance(expiry, bool) and time.time() > expiry:
-            logger.info("task %s[%s] expired before it ran; skipped", self.name, job.jid)
-            if not ignore:
-                store.write(job.jid, states.REVOKED, None, expires=expires)
-            return None
         token = _running.set(request)
         try:
             track = (
@@ -599,6 +617,8 @@ class Task:
             store.success(job.jid, value, expires)
         self._hook(self.on_success, value, job.jid, args, kwargs)
         self._hook(self.after_return, states.SUCCESS, value, job.jid, args, kwargs, None)
+        if payload.get(canvas.CHAIN_KEY):
+            canvas.continue_chain(payload[canvas.CHAIN_KEY], value)
         return value
 
     def _run_with_autoretry(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -696,6 +716,17 @@ def _decorator(app: Celery, args: tuple[Any, ...], opts: dict[str, Any]) -> Any:
     if args:
         raise TypeError("use @shared_task or @shared_task(option=...), with keyword options only")
     return wrap
+
+
+def _resolve(name: str, local: bool) -> Task | None:
+    """The task named ``name``; unless ``local``, one that sends by name when none is defined here."""
+    task = lookup(name)
+    if task is None and not local:
+        task = Task(None, default_app, name=name, registered=False)
+    return task
+
+
+canvas.set_resolver(_resolve)
 
 
 def shared_task(*args: Any, **opts: Any) -> Any:

@@ -788,9 +788,12 @@ class Stats:
         pipe.zcard(keys.DEAD)
         pipe.scard(keys.PROCESSES)
         pipe.lindex(keys.queue("default"), -1)
-        processed, failed, scheduled, retries, dead, procs, oldest = pipe.execute()
+        pipe.get(keys.STAT_EXPIRED)
+        processed, failed, scheduled, retries, dead, procs, oldest, expired = pipe.execute()
         self.processed = _int(processed)
         self.failed = _int(failed)
+        #: Jobs skipped because they expired (expiring jobs); also counted in ``processed``.
+        self.expired = _int(expired)
         self.scheduled_size = int(scheduled)
         self.retry_size = int(retries)
         self.dead_size = int(dead)
@@ -813,7 +816,7 @@ class Stats:
         return sizes
 
     def reset(self) -> None:
-        self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0})
+        self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0, keys.STAT_EXPIRED: 0})
 
     @staticmethod
     def history(

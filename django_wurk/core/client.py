@@ -154,6 +154,21 @@ class RedisPusher:
         self.wurk.lines.get().pipeline(commands)
 
 
+def writes_to_redis(wurk: Engine) -> bool:
+    """False under the testing modes (``fake()``/``inline()``), which keep no Redis state.
+
+    Features that count something in Redis beside the push (batches, expired jobs) ask
+    this first. The pusher is a chain of wrappers (transactions, the outage buffer) around
+    the one that writes to Redis; a testing mode replaces the whole chain.
+    """
+    pusher: Any = wurk.pusher
+    while pusher is not None:
+        if isinstance(pusher, RedisPusher):
+            return True
+        pusher = getattr(pusher, "inner", None)
+    return False
+
+
 def push_once(
     wurk: Engine, marker: str, payload: Payload, at: float | None, ttl: int = keys.OUTBOX_MARKER_TTL
 ) -> bool:
@@ -268,8 +283,15 @@ class Client:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def prepare(self, payload: Payload, created_at: float | int | None = None) -> Payload | None:
-        """Give the payload its jid and creation time, then run the client middleware."""
+    def prepare(
+        self, payload: Payload, created_at: float | int | None = None, at: float | None = None
+    ) -> Payload | None:
+        """Give the payload its jid and creation time, then run the client middleware.
+
+        A scheduled push's ``at`` is in the payload while the middleware runs, as in
+        Sidekiq's client (expiring jobs count from it), and taken out again afterwards: the
+        schedule set keeps it as the entry's score, not in the job.
+        """
         payload = dict(payload)
         if not payload.get("jid"):
             payload["jid"] = wire.new_jid()
@@ -278,14 +300,18 @@ class Client:
         chain = self.wurk.client_middleware
         if not len(chain):
             return payload
+        if at is not None:
+            payload["at"] = at
         # A promoted entry another producer wrote may have no queue: it goes to "default".
         queue = str(payload.get("queue") or "default")
         result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, queue)
+        if at is not None and result is not None:
+            result.pop("at", None)
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
-        prepared = self.prepare(payload)
+        prepared = self.prepare(payload, at=at)
         if prepared is None:
             return None
         (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
@@ -341,7 +367,7 @@ class Client:
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
             for payload in payloads[start : start + batch_size]:
-                prepared = self.prepare(payload, created_at)
+                prepared = self.prepare(payload, created_at, at)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)

@@ -76,7 +76,7 @@ def test_expires_is_carried_as_an_absolute_expiry(wurk: Wurk, r: Any) -> None:
     at = datetime(2030, 1, 1, tzinfo=UTC)
     tasks.add.apply_async((1, 2), expires=at)
     tasks.add.apply_async((1, 2), expires="2030-01-01T00:00:00+00:00")
-    expiries = [p["expiry"] for p in reversed(queue_entries(r))]
+    expiries = [p["expires_at"] for p in reversed(queue_entries(r))]
     assert time.time() + 28 < expiries[0] < time.time() + 31
     assert expiries[1] == expiries[2] == at.timestamp()
 

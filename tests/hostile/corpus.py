@@ -228,6 +228,13 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "display_class": [("list", []), ("object", {}), ("empty", "")],
     "recovered": [("abc", "abc"), ("-1", -1), ("400 digits", Raw("9" * 400)), ("float", 1.5)],
     "unique_for": [("abc", "abc")],
+    # Expiring jobs: none of these is a deadline (the job runs, with a warning), and none of the
+    # expires_in values is a duration the poller's promotion could turn into one.
+    "expires_at": [("abc", "abc"), ("numeric text", "1767225600"), ("list", []), ("object", {}), ("true", True),
+                   ("-1", -1), ("0", 0), ("400 digits", Raw("9" * 400)), ("-400 digits", Raw("-" + "9" * 400)),
+                   ("1e308", 1e308)],
+    "expires_in": [("abc", "abc"), ("-1", -1), ("0", 0), ("1e300", 1e300), ("400 digits", Raw("9" * 400)),
+                   ("list", []), ("true", True)],
     "encrypt": [("true, plain args", True)],
 }  # fmt: skip
 
@@ -517,6 +524,7 @@ def load_odd_processes_queues_and_stats(r: Any, now: float) -> None:
     today = datetime.now(UTC)
     r.set(keys.STAT_PROCESSED, "abc")
     r.set(keys.STAT_FAILED, "1e400")
+    r.set(keys.STAT_EXPIRED, "-" + "9" * 400)
     r.set(keys.daily_stat("processed", today.date().isoformat()), "x")
     r.set(keys.daily_stat("failed", today.date().isoformat()), "-5")
     minute = keys.metrics_minute(today)

@@ -32,12 +32,12 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core import wire
-from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing
+from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing, writes_to_redis
 from django_wurk.core.config import QUEUE_NAME, redact_url
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.callbacks import target_name
-from django_wurk.core.features.batches.script import CALLBACKS_MAX, run, writes_to_redis
+from django_wurk.core.features.batches.script import CALLBACKS_MAX, run
 from django_wurk.core.features.batches.status import EVENTS, BatchStatus
 from django_wurk.core.wire import Payload, check_json_native
 
