@@ -156,7 +156,7 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
     eta = dt.datetime.fromisoformat(str(etas[rich.id]))
     assert scheduled[rich.id] == pytest.approx(eta.timestamp())
-    assert found[rich.id]["expiry"] == pytest.approx(eta.timestamp() + 3600 - 2, abs=1)
+    assert found[rich.id]["expires_at"] == pytest.approx(eta.timestamp() + 3600 - 2, abs=1)
     [buried] = dead(r)
     assert buried["error_class"] == "UnknownCeleryTask" and unknown.id in buried["error_message"]
     assert broker_lists(broker) == {}

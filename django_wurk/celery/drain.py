@@ -289,8 +289,8 @@ def _refuse_workflow(task: str, task_id: str, embed: Mapping[str, Any]) -> None:
     if carried:
         raise Refused(
             "UnsupportedCeleryWorkflow",
-            f"task {task!r} id {task_id} carries Celery {', '.join(carried)}, which a wurk job cannot"
-            " continue; the message is kept here to be handled by hand",
+            f"task {task!r} id {task_id} carries Celery {', '.join(carried)}, which the drain does not"
+            " carry over (the workflow would stop after this step); the message is kept here",
         )
 
 
