@@ -59,7 +59,7 @@ def celery_app(broker_url: str) -> Iterator[Any]:
     app = Celery("legacy", broker=broker_url, set_as_current=False)
     app.conf.broker_connection_retry_on_startup = False
 
-    @app.task(name="legacy.add")
+    @app.task(name="legacy.add", shared=False)  # only on this app, never on later ones
     def add(a: Any, b: Any, **kw: Any) -> Any:
         return a
 
