@@ -507,3 +507,19 @@ def test_follow_runs_until_sigterm_and_then_exits_cleanly(
     assert "drained: moved 2, dead 0, skipped 0" in out
     assert broker_lists(broker) == {}
     assert broker.get("wurk-celery-drain") is None
+
+
+def test_bad_celery_settings_are_named() -> None:
+    from django.core.management import CommandError, call_command
+    from django.test import override_settings
+
+    with (
+        override_settings(CELERY_BROKER_URL=["redis://"]),
+        pytest.raises(CommandError, match="CELERY_BROKER_URL"),
+    ):
+        call_command("wurk_drain_celery")
+    with (
+        override_settings(CELERY_BROKER_URL="redis://127.0.0.1:1/0", CELERY_BROKER_TRANSPORT_OPTIONS="x"),
+        pytest.raises(CommandError, match="CELERY_BROKER_TRANSPORT_OPTIONS must be a dict"),
+    ):
+        call_command("wurk_drain_celery")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 from argparse import ArgumentParser
+from collections.abc import Mapping
 from typing import Any
 
 from django.conf import settings
@@ -57,8 +58,15 @@ class Command(BaseCommand):
         from django_wurk.core.engine import wurk
 
         broker = options["broker"] or getattr(settings, "CELERY_BROKER_URL", None)
-        if not broker or not isinstance(broker, str):
+        if not broker:
             raise CommandError("give the Celery broker with --broker redis://... (or set CELERY_BROKER_URL)")
+        if not isinstance(broker, str):
+            raise CommandError(f"CELERY_BROKER_URL must be a URL (text), got {broker!r}")
+        transport_options = getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {}
+        if not isinstance(transport_options, Mapping):
+            raise CommandError(
+                f"CELERY_BROKER_TRANSPORT_OPTIONS must be a dict, got {type(transport_options).__name__}"
+            )
         if options["limit"] is not None and options["limit"] < 1:
             raise CommandError("--limit must be at least 1")
         queues = list(dict.fromkeys(options["queues"] or ["celery"]))
@@ -85,7 +93,7 @@ class Command(BaseCommand):
                 limit=options["limit"],
                 lease_seconds=options["lease_seconds"],
                 restore_unacked=options["restore_unacked"],
-                transport_options=getattr(settings, "CELERY_BROKER_TRANSPORT_OPTIONS", None) or {},
+                transport_options=transport_options,
                 progress=progress,
             )
         except ValueError as exc:
