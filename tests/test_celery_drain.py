@@ -523,3 +523,21 @@ def test_bad_celery_settings_are_named() -> None:
         pytest.raises(CommandError, match="CELERY_BROKER_TRANSPORT_OPTIONS must be a dict"),
     ):
         call_command("wurk_drain_celery")
+
+
+def test_an_eager_task_stops_the_drain_instead_of_running_here(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    from django_wurk.celery.drain import DrainError
+
+    celery_app.legacy_add.delay(1, 2)
+    app = celery_drain_tasks.add.app
+    app.conf["task_always_eager"] = True
+    try:
+        with pytest.raises(DrainError, match="task_always_eager"):
+            drain(wurk, broker_url)
+    finally:
+        app.conf["task_always_eager"] = False
+    assert r.llen(celery_drain_tasks.RUNS) == 0  # it did not run here
+    assert broker.llen("wurk-celery-drain:held:celery") == 1  # and waits for the next drain
+    assert drain(wurk, broker_url).moved == 1

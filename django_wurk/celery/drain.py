@@ -583,7 +583,14 @@ class Drain:
         Raises only when wurk's Redis fails (the message stays held for the next drain).
         """
         try:
-            message = decode(raw)
+            try:
+                message = decode(raw)
+            except Refused:
+                raise
+            except Exception as exc:  # a case decode() did not foresee: still the message's fault
+                raise Refused(
+                    "InvalidCeleryMessage", f"cannot be read ({type(exc).__name__}: {exc})"
+                ) from None
             task = self.lookup(message.task)
             if task is None:
                 raise Refused(
@@ -603,6 +610,14 @@ class Drain:
         return outcome
 
     def _push(self, task: Task, message: CeleryMessage) -> str:
+        app = getattr(task, "app", None)
+        if app is not None and app.setting("task_always_eager"):
+            # apply_async would run the task here and push nothing, and the message be gone.
+            raise DrainError(
+                f"task {message.task!r} is set to run eagerly (task_always_eager /"
+                " CELERY_TASK_ALWAYS_EAGER): the drain would run it in this process instead of queueing it;"
+                " turn it off for the drain"
+            )
         pusher = OncePusher(self.wurk, message.delivery)
         try:
             with capture(pusher):
