@@ -358,13 +358,12 @@ def test_limit_stops_after_that_many_messages(
     assert broker.llen("celery") == 3
 
 
-def test_an_unreachable_or_non_redis_broker_is_a_readable_error(wurk: Wurk) -> None:
+def test_a_broker_that_is_not_redis_is_refused_readably(wurk: Wurk) -> None:
     from django_wurk.celery.drain import BrokerError
 
-    with pytest.raises(BrokerError, match=r"cannot reach the Celery broker at redis://:\*\*\*@127.0.0.1:1/0"):
-        drain(wurk, "redis://:secret@127.0.0.1:1/0")
+    # (An unreachable one: test_the_command_says_what_is_wrong_and_exits_non_zero.)
     with pytest.raises(BrokerError, match="reads Redis brokers only"):
-        drain(wurk, "amqp://guest@127.0.0.1:1//")
+        drain(wurk, "amqp://guest:secret@127.0.0.1:1//")
 
 
 def test_when_wurks_redis_fails_the_message_stays_held_for_the_next_drain(
