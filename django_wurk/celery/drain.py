@@ -434,7 +434,7 @@ class Drain:
             if connection.transport.driver_type != "redis":
                 raise BrokerError(
                     f"the broker {redact_url(self.broker_url)} uses the {connection.transport.driver_type!r}"
-                    f" transport; the drain reads Redis brokers only ({', '.join(REDIS_SCHEMES)}://)"
+                    f" transport; the drain reads Redis brokers only ({', '.join(s + '://' for s in REDIS_SCHEMES)})"
                 )
             channel: Any = connection.default_channel
             # A plain client on kombu's own pool (its TLS, Sentinel and credentials); keys are
