@@ -66,7 +66,7 @@ _INSECURE = {
     "application/yaml": "yaml",
 }
 #: Broker URL schemes whose kombu transport is the Redis one (lists, kombu's envelope).
-REDIS_SCHEMES = ("redis", "rediss", "sentinel")
+REDIS_SCHEMES = ("redis://", "rediss://", "sentinel://")
 
 
 class Task(Protocol):
@@ -434,7 +434,7 @@ class Drain:
             if connection.transport.driver_type != "redis":
                 raise BrokerError(
                     f"the broker {redact_url(self.broker_url)} uses the {connection.transport.driver_type!r}"
-                    f" transport; the drain reads Redis brokers only ({', '.join(s + '://' for s in REDIS_SCHEMES)})"
+                    f" transport; the drain reads Redis brokers only ({', '.join(REDIS_SCHEMES)})"
                 )
             channel: Any = connection.default_channel
             # A plain client on kombu's own pool (its TLS, Sentinel and credentials); keys are
