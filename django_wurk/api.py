@@ -22,12 +22,16 @@ from django_wurk.core.api import (
     parse_entry_key,
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
+from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
 
 __all__ = [
     "BatchSet",
     "DeadBatchSet",
     "DeadSet",
     "JobRecord",
+    "Loop",
+    "LoopFire",
+    "LoopSet",
     "Process",
     "ProcessSet",
     "Queue",
@@ -38,5 +42,6 @@ __all__ = [
     "SortedSet",
     "Stats",
     "Workers",
+    "current_leader",
     "parse_entry_key",
 ]

@@ -46,6 +46,10 @@ class Wurk:
         self.error_handlers: list[ErrorHandler] = []
         #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
         self.death_handlers: list[DeathHandler] = []
+        #: Process-lifetime services a feature adds at install: each worker process's launcher
+        #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
+        #: and starts and stops what it returns, so the worker never names a feature.
+        self.services: list[Callable[..., Any]] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
@@ -104,7 +108,7 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too, so one test's additions never run in the next.
+        removed too (and services added), so one test's additions never run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
@@ -112,6 +116,7 @@ class Wurk:
             self._redis = self._scripts = self._lines = None
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        services = list(self.services)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -120,6 +125,7 @@ class Wurk:
         finally:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
+            self.services[:] = services
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._redis, self._scripts, self._lines = saved
