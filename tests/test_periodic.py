@@ -153,9 +153,11 @@ def test_racing_tickers_push_each_occurrence_exactly_once(wurk: Wurk, r: Any) ->
         gate = threading.Barrier(len(tickers))
         results: list[int] = []
 
-        def run(t: Ticker, at: float = now, barrier: threading.Barrier = gate) -> None:
+        def run(
+            t: Ticker, at: float = now, barrier: threading.Barrier = gate, out: list[int] = results
+        ) -> None:
             barrier.wait()
-            results.append(len(t.tick(at)))
+            out.append(len(t.tick(at)))
 
         threads = [threading.Thread(target=run, args=(t,)) for t in tickers]
         for thread in threads:

@@ -140,7 +140,11 @@ class Loop:
             raise ValueError(f"periodic loop {self.lid}: its args are not a list")
         jid = self.wurk.client.push(Setter(job_class, overrides).payload(args))
         if jid is not None:
-            record_fire(self.wurk.redis, self.lid, server_time(self.wurk.redis), jid)
+            try:
+                record_fire(self.wurk.redis, self.lid, server_time(self.wurk.redis), jid)
+            except ResponseError as exc:  # the job is pushed: only its history entry is lost
+                if "WRONGTYPE" not in str(exc):
+                    raise
         return jid
 
 

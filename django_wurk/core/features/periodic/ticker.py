@@ -155,7 +155,12 @@ class Ticker:
             )
             raise
         if jid is not None:
-            record_fire(redis, spec.lid, fired_at, jid)
+            try:
+                record_fire(redis, spec.lid, fired_at, jid)
+            except ResponseError as exc:  # the job is pushed: only its history entry is lost
+                if "WRONGTYPE" not in str(exc):
+                    raise
+                self._complain(spec, f"could not record its fires: its history key is not a list ({exc})")
         logger.debug("periodic %s fired: jid %s", spec.label, jid)
         return Fire(spec.lid, jid, due, fired_at)
 
