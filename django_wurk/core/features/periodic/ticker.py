@@ -88,6 +88,8 @@ class Ticker:
 
     def tick(self, now: float | None = None) -> list[Fire]:
         """One pass over every loop; returns what fired. Redis outages are raised."""
+        if not self.specs:
+            return []
         redis = self.wurk.redis
         now = server_time(redis) if now is None else now
         fired: list[Fire] = []
