@@ -23,7 +23,6 @@ from django_wurk.core.registry import Registry
 from django_wurk.core.wire import check_json_native
 
 if TYPE_CHECKING:
-    from django_wurk.conf import Settings
     from django_wurk.core.engine import Wurk
     from django_wurk.core.features.periodic import LoopSpec
 
@@ -185,10 +184,11 @@ def loop_specs(entries: Sequence[PeriodicEntry], registry: Registry) -> list[Loo
     return specs
 
 
-def install_from_settings(wurk: Wurk, app: Settings) -> None:
-    """Have ``runwurk``'s processes campaign and fire the entries (unless ``LEADER`` is off)."""
+def install_from_settings(wurk: Wurk, entries: Sequence[PeriodicEntry], leader: bool, ttl: float) -> None:
+    """Have ``runwurk``'s processes campaign and fire ``entries``, unless ``leader`` is off
+    (``WURK["PERIODIC"]``, ``WURK["LEADER"]`` and ``WURK["LEADER_TTL"]``)."""
     from django_wurk.core.features.periodic import install
 
-    if not app.leader:
+    if not leader:
         return
-    install(wurk, loop_specs(app.periodic, wurk.registry), ttl=app.leader_ttl)
+    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl)

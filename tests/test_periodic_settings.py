@@ -150,8 +150,8 @@ def test_runwurk_refuses_to_start_on_a_bad_entry(entries: Any, message: str, use
 
 
 def test_install_from_settings_follows_leader(wurk: Wurk) -> None:
-    settings = Settings(periodic=build_settings(environ={"WURK_PERIODIC": json.dumps(GOOD)}).periodic)
-    install_from_settings(wurk, settings.replace(leader=False))
+    entries = build_settings(environ={"WURK_PERIODIC": json.dumps(GOOD)}).periodic
+    install_from_settings(wurk, entries, leader=False, ttl=30)
     assert wurk.services == []
-    install_from_settings(wurk, settings)
+    install_from_settings(wurk, entries, leader=True, ttl=30)
     assert len(wurk.services) == 1

@@ -65,7 +65,8 @@ class Command(BaseCommand):
         try:
             config = build_config(overrides)
             app = app_settings()  # the app's own settings too: a bad one stops the start, by name
-            install_from_settings(wurk, app)  # every process campaigns to fire WURK["PERIODIC"]
+            # Every process campaigns to be the leader that fires WURK["PERIODIC"].
+            install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
