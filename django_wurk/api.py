@@ -22,6 +22,7 @@ from django_wurk.core.api import (
     parse_entry_key,
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
+from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
 from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
@@ -29,6 +30,9 @@ __all__ = [
     "DeadBatchSet",
     "DeadSet",
     "JobRecord",
+    "Loop",
+    "LoopFire",
+    "LoopSet",
     "Process",
     "ProcessSet",
     "Queue",
@@ -39,6 +43,7 @@ __all__ = [
     "SortedSet",
     "Stats",
     "Workers",
+    "current_leader",
     "parse_entry_key",
     "unique_lock_owner",
 ]

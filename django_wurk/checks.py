@@ -19,6 +19,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         try:
             build()
         except ConfigError as exc:
+            if exc.setting == "PERIODIC":
+                continue  # check_periodic reports every bad entry, not only the first
             # An unknown key (or an unreadable file) fails both builds alike: reported once.
             if all(e.msg != str(exc) for e in errors):
                 hint = f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment)."
@@ -62,3 +64,25 @@ def check_redis(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     finally:
         client.connection_pool.disconnect()
     return []
+
+
+@register("wurk")
+def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """Every bad ``WURK["PERIODIC"]`` entry, each by its index and job (bad cron or tz, a job no
+    app registers, unknown keys, wrong types)."""
+    from django_wurk.conf import merged_values
+    from django_wurk.core.registry import registry
+    from django_wurk.periodic import entry_problems
+
+    try:
+        raw = merged_values().get("PERIODIC", ())
+    except ConfigError:
+        return []  # check_settings reports it
+    return [
+        Error(
+            f"WURK['PERIODIC']: {problem}",
+            hint="Fix WURK['PERIODIC'] (or WURK_PERIODIC in the environment); see docs/periodic.md.",
+            id="django_wurk.E003",
+        )
+        for problem in entry_problems(raw, registry)
+    ]

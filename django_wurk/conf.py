@@ -39,6 +39,7 @@ from django_wurk.core.config import (
     parse_number,
     parse_text,
 )
+from django_wurk.periodic import PeriodicEntry, parse_entries
 
 ENV_PREFIX = "WURK_"
 ENQUEUE_MODES = ("on_commit", "immediate", "outbox")
@@ -64,6 +65,13 @@ class Settings:
     dashboard_read_only: bool = False
     #: A bearer token that lets monitoring read the dashboard's JSON stats without a login ("" = off).
     dashboard_stats_token: str = field(default="", repr=False)
+    #: Periodic jobs: a list of ``{"cron": ..., "job": ..., "args", "queue", "retry", "tz"}``
+    #: (docs/periodic.md); in the environment, the same list as JSON.
+    periodic: tuple[PeriodicEntry, ...] = ()
+    #: Whether this process campaigns to be the leader that fires periodic jobs.
+    leader: bool = True
+    #: Seconds the leader's lock lives without renewal: a dead leader is replaced within it.
+    leader_ttl: float = 30.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -83,6 +91,7 @@ _PARSERS: dict[str, Callable[[str, Any], Any]] = {
     "bool": parse_bool,
     "int": functools.partial(parse_number, kind=int),
     "float": functools.partial(parse_number, kind=float),
+    "tuple[PeriodicEntry, ...]": parse_entries,
 }
 
 
@@ -93,6 +102,8 @@ def _validate(s: Settings) -> None:
         raise ConfigError("OUTBOX_RELAY_INTERVAL", f"must be greater than 0, got {s.outbox_relay_interval!r}")
     if not s.push_retries >= 0:
         raise ConfigError("PUSH_RETRIES", f"must be 0 or more, got {s.push_retries!r}")
+    if not s.leader_ttl > 0:
+        raise ConfigError("LEADER_TTL", f"must be greater than 0, got {s.leader_ttl!r}")
     if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
         raise ConfigError(
             "DASHBOARD_STATS_TOKEN",

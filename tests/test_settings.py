@@ -33,7 +33,7 @@ from django_wurk.conf import (
 from django_wurk.core import config as engine_config
 
 MOVED = ["ENQUEUE", "DATABASE", "OUTBOX_RELAY_INTERVAL", "PUSH_RETRIES", "DASHBOARD_READ_ONLY",
-         "DASHBOARD_STATS_TOKEN"]  # fmt: skip
+         "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL"]  # fmt: skip
 TOKEN = "monitoring-token-0123456789"
 
 

@@ -653,7 +653,10 @@ class Process:
 
     @property
     def leader(self) -> bool:
-        return _text(self.wurk.redis.get(keys.LEADER)) == self.identity
+        try:
+            return _text(self.wurk.redis.get(keys.LEADER)) == self.identity
+        except ResponseError:  # a dear-leader of another type names no leader
+            return False
 
     def signal(self, name: str) -> None:
         pipe = self.wurk.redis.pipeline(transaction=True)

@@ -48,6 +48,10 @@ class Wurk:
         self.death_handlers: list[DeathHandler] = []
         #: Decide at the moment new jobs are written which may be (``client.PushGate``).
         self.push_gates: list[PushGate] = []
+        #: Process-lifetime services a feature adds at install: each worker process's launcher
+        #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
+        #: and starts and stops what it returns, so the worker never names a feature.
+        self.services: list[Callable[..., Any]] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
@@ -106,7 +110,7 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and push gates), so one test's additions never run in the next.
+        removed too (and push gates and services), so one test's additions never run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
@@ -115,6 +119,7 @@ class Wurk:
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
         gates = list(self.push_gates)
+        services = list(self.services)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -124,6 +129,7 @@ class Wurk:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
             self.push_gates[:] = gates
+            self.services[:] = services
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._redis, self._scripts, self._lines = saved

@@ -51,6 +51,8 @@ LEASE_ACQUIRE = Script.load("lease_acquire")
 LEASE_RENEW = Script.load("lease_renew")
 LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
+LOOP_CLAIM = Script.load("loop_claim")
+LOOP_PAUSE = Script.load("loop_pause")
 UNIQUE_LOCK = Script.load("unique_lock")
 CELERY_RESTORE = Script.load("celery_restore")
 
@@ -64,6 +66,8 @@ ALL = (
     LEASE_RENEW,
     LEASE_RELEASE,
     BATCH,
+    LOOP_CLAIM,
+    LOOP_PAUSE,
     UNIQUE_LOCK,
     CELERY_RESTORE,
 )
@@ -207,3 +211,21 @@ class Scripts:
         False when the entry is gone or changed since it was read (acknowledged, restored).
         """
         return bool(self._run(CELERY_RESTORE, (unacked, unacked_index, queue_list), (tag, entry, message)))
+
+    # Periodic loops (see django_wurk.core.features.periodic) ----------------------------
+
+    def claim_loop(
+        self, loop_key: str | bytes, seen: bytes | str, next_fire: str, reschedule: bool = False
+    ) -> tuple[int, str]:
+        """Move the loop's ``nf`` from ``seen`` to ``next_fire`` if no one did first.
+
+        Returns ``(status, server time)``: 1 claimed (push the job), 2 claimed while paused
+        (skip it), 3 rescheduled (``reschedule``: ``seen`` was unusable), 0 lost or not due.
+        """
+        reply = self._run(LOOP_CLAIM, (loop_key,), (seen, next_fire, "reschedule" if reschedule else "fire"))
+        status, now = reply
+        return int(status), now.decode() if isinstance(now, bytes) else str(now)
+
+    def pause_loop(self, loop_key: str | bytes, paused: bool) -> bool:
+        """Set the loop's ``paused`` flag; False when no such loop is registered."""
+        return bool(self._run(LOOP_PAUSE, (loop_key,), ("1" if paused else "0",)))

@@ -200,3 +200,12 @@ async def async_sleeps(seconds: float) -> None:
         await asyncio.sleep(seconds)
     finally:
         record("async_sleeps-ended", seconds)
+
+
+class PeriodicTick(Job):
+    """Fired by ``WURK["PERIODIC"]`` in the real-process tests: records its jid once per run."""
+
+    queue = "periodic"
+
+    def perform(self, label: str) -> None:
+        record("periodic", {"label": label, "jid": self.jid})

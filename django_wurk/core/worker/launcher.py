@@ -31,6 +31,7 @@ from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.reaper import Reaper
 from django_wurk.core.worker.scheduler import Poller
+from django_wurk.core.worker.service import build as build_services
 from django_wurk.core.worker.stats import Stats
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class Launcher:
         self.heartbeat = Heartbeat(
             wurk, self.identity, self.manager.work, self.stats, self.outage, self.signal
         )
+        #: What features asked every worker process to run (see ``worker.service``).
+        self.services = build_services(wurk, self.identity, self.outage)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -84,6 +87,8 @@ class Launcher:
             self.reaper.start()
         self.poller.start()
         self.manager.start()
+        for service in self.services:
+            service.start()
         self._started = True
 
     def _reap_once(self) -> None:
@@ -110,6 +115,7 @@ class Launcher:
         logger.info("shutting down; waiting up to %.0f s for running jobs", self.config.timeout)
         self.heartbeat.quiet = True
         if self._started:
+            self._stop_services()
             pushed_back = self.manager.stop(self.config.timeout, self.hurry)
             if self.hurry.is_set():
                 logger.warning("second stop signal: not waiting any longer for running jobs")
@@ -121,6 +127,13 @@ class Launcher:
         self.heartbeat.stop()
         self.stopped.set()
         logger.info("stopped %s", self.identity)
+
+    def _stop_services(self) -> None:
+        for service in self.services:
+            try:
+                service.stop()
+            except Exception:  # one service's failure must not keep the process from stopping
+                logger.exception("stopping service %r failed", service)
 
     def _hurry_if_stop_signal_queued(self) -> None:
         """A TERM/INT that came before the stop began, after the one that started it."""

@@ -46,6 +46,7 @@ class Command(BaseCommand):
         from django_wurk import logging as wurk_logging
         from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
+        from django_wurk.periodic import install_from_settings
 
         queues = None
         if options["queues"]:
@@ -63,7 +64,9 @@ class Command(BaseCommand):
         }
         try:
             config = build_config(overrides)
-            app_settings()  # the app's own settings too: a bad one stops the start, by name
+            app = app_settings()  # the app's own settings too: a bad one stops the start, by name
+            # Every process campaigns to be the leader that fires WURK["PERIODIC"].
+            install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
