@@ -52,6 +52,8 @@ LEASE_RENEW = Script.load("lease_renew")
 LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
 UNIQUE_LOCK = Script.load("unique_lock")
+LIMITER = Script.load("limiter")
+LIMITER_SWEEP = Script.load("limiter_sweep")
 
 ALL = (
     FETCH,
@@ -64,6 +66,8 @@ ALL = (
     LEASE_RELEASE,
     BATCH,
     UNIQUE_LOCK,
+    LIMITER,
+    LIMITER_SWEEP,
 )
 
 
@@ -194,3 +198,28 @@ class Scripts:
         The script names every batch key from the bid in ``argv``, so it takes no KEYS.
         """
         return self._run(BATCH, (), argv)
+
+    # Rate limiters (limiter.lua, limiter_sweep.lua) -----------------------------------
+
+    def limiter(
+        self,
+        script_keys: Sequence[str],
+        op: str,
+        limiter: Sequence[Any],
+        now: float | None,
+        args: Sequence[Any],
+    ) -> list[Any]:
+        """One step of a limiter (``core/features/limiters/`` builds the arguments).
+
+        ``script_keys`` are the metadata hash, the name set, the state key and (concurrent
+        limiters) the counters; ``limiter`` is its name, type, options JSON, fingerprint and
+        TTL; ``now`` is None for the server's clock (a test may give one). The reply's
+        shape depends on ``op``: see the script's header.
+        """
+        stamp = "" if now is None else repr(float(now))
+        reply: list[Any] = self._run(LIMITER, script_keys, (op, *limiter, stamp, *args))
+        return reply
+
+    def sweep_limiters(self, names_key: str, meta_keys: Sequence[bytes], names: Sequence[bytes]) -> int:
+        """Remove from ``names_key`` each name whose metadata hash is gone; how many were."""
+        return int(self._run(LIMITER_SWEEP, (names_key, *meta_keys), names))

@@ -9,5 +9,6 @@ class JobsAppConfig(AppConfig):
         # Not a "jobs" module (autodiscovered): imported here so runwurk subprocesses know them.
         from tests.jobsapp import (
             batch_jobs,  # noqa: F401
+            limiter_jobs,  # noqa: F401
             unique_jobs,  # noqa: F401
         )
