@@ -23,6 +23,7 @@ from django_wurk.core.api import (
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
 from django_wurk.core.features.unique import lock_owner as unique_lock_owner
+from django_wurk.core.features.limiters import LimiterInfo, LimiterSet
 
 __all__ = [
     "BatchSet",
@@ -41,4 +42,6 @@ __all__ = [
     "Workers",
     "parse_entry_key",
     "unique_lock_owner",
+    "LimiterInfo",
+    "LimiterSet",
 ]
