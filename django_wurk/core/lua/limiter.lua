@@ -39,6 +39,9 @@ else
   now = tonumber(ARGV[7])
 end
 
+-- The longest lock_timeout a limiter accepts (ten years, as core/features/limiters/base.py).
+local MAX_SECONDS = 315360000
+
 local function fmt(x)
   return string.format("%.6f", x)
 end
@@ -91,6 +94,8 @@ local function concurrent_acquire()
   local first = ARGV[11] == "1"
   -- Holders past their lock_timeout died or overran: their slots go to the living.
   local reclaimed = redis.call("ZREMRANGEBYSCORE", state, "-inf", fmt(now))
+  -- No lock_timeout is longer than ten years: a hold expiring later (inf) is no holder's.
+    + redis.call("ZREMRANGEBYSCORE", state, "(" .. fmt(now + MAX_SECONDS), "+inf")
   if reclaimed > 0 then
     redis.call("HINCRBY", stats, "reclaimed", reclaimed)
   end
@@ -147,6 +152,8 @@ local function window()
   reset = math.max(reset, ensure(state, "zset"))
   local count, seconds, member = tonumber(ARGV[8]), tonumber(ARGV[9]), ARGV[10]
   redis.call("ZREMRANGEBYSCORE", state, "-inf", fmt(now - seconds))
+  -- A call admitted a whole window in the future (inf) is not one this limiter recorded.
+  redis.call("ZREMRANGEBYSCORE", state, "(" .. fmt(now + seconds), "+inf")
   if redis.call("ZCARD", state) < count then
     redis.call("ZADD", state, fmt(now), member)
     redis.call("EXPIRE", state, math.ceil(seconds) + 1)
@@ -227,8 +234,9 @@ local function status()
     return {"WRONGTYPE", found}
   end
   if kind == "concurrent" then
-    local used = redis.call("ZCOUNT", state, "(" .. fmt(now), "+inf")
-    local soonest = redis.call("ZRANGEBYSCORE", state, "(" .. fmt(now), "+inf", "WITHSCORES", "LIMIT", 0, 1)
+    local upto = fmt(now + MAX_SECONDS)
+    local used = redis.call("ZCOUNT", state, "(" .. fmt(now), upto)
+    local soonest = redis.call("ZRANGEBYSCORE", state, "(" .. fmt(now), upto, "WITHSCORES", "LIMIT", 0, 1)
     return {tostring(used), soonest[2] and fmt(tonumber(soonest[2])) or ""}
   elseif kind == "bucket" then
     local interval = tonumber(ARGV[9])
@@ -241,11 +249,13 @@ local function status()
     return {tostring(used), fmt((period + 1) * interval)}
   elseif kind == "window" then
     local seconds = tonumber(ARGV[9])
-    local inside = redis.call("ZRANGEBYSCORE", state, "(" .. fmt(now - seconds), "+inf", "WITHSCORES")
-    if #inside == 0 then
+    local from, upto = "(" .. fmt(now - seconds), fmt(now + seconds)
+    local used = redis.call("ZCOUNT", state, from, upto)
+    if used == 0 then
       return {"0", ""}
     end
-    return {tostring(#inside / 2), fmt(tonumber(inside[2]) + seconds)}
+    local oldest = redis.call("ZRANGEBYSCORE", state, from, upto, "WITHSCORES", "LIMIT", 0, 1)
+    return {tostring(used), fmt(tonumber(oldest[2]) + seconds)}
   elseif kind == "leaky" then
     local size, drain = tonumber(ARGV[8]), tonumber(ARGV[9])
     local rate = size / drain
