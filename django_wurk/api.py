@@ -22,14 +22,16 @@ from django_wurk.core.api import (
     parse_entry_key,
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
-from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 from django_wurk.core.features.limiters import LimiterInfo, LimiterSet
+from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
     "BatchSet",
     "DeadBatchSet",
     "DeadSet",
     "JobRecord",
+    "LimiterInfo",
+    "LimiterSet",
     "Process",
     "ProcessSet",
     "Queue",
@@ -42,6 +44,4 @@ __all__ = [
     "Workers",
     "parse_entry_key",
     "unique_lock_owner",
-    "LimiterInfo",
-    "LimiterSet",
 ]

@@ -135,7 +135,10 @@ def test_a_rescheduled_batch_job_is_neither_a_success_nor_a_failure_of_its_batch
 
 
 def test_ten_threads_in_two_processes_never_exceed_a_concurrent_limit_of_two(
-    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]  # noqa: F811
+    wurk: Wurk,
+    r: Any,
+    redis_url: str,
+    stop_later: list[subprocess.Popen[str]],  # noqa: F811
 ) -> None:
     for n in range(40):
         limiter_jobs.gated.perform_async(n)
@@ -183,9 +186,8 @@ def test_a_slot_whose_holder_was_killed_is_reclaimed_after_lock_timeout_not_befo
         return float(seconds + micros / 1e6)
 
     other = limiter.concurrent("killed", 1, lock_timeout=1.5, wait_timeout=0)
-    with pytest.raises(limiter.OverLimit):
-        with other.within_limit():
-            pass
+    with pytest.raises(limiter.OverLimit), other.within_limit():
+        pass
     assert server_now() < expires  # refused while the dead holder's lock lasted
     patient = limiter.concurrent("killed", 1, lock_timeout=1.5, wait_timeout=5)
     with patient.within_limit():

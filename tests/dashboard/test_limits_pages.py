@@ -22,7 +22,11 @@ def test_the_limits_tab_lists_each_limiter_with_its_use(viewer: Client, wurk: Wu
     limiter.window("quiet", 5, 60).attempt()
     page = viewer.get(url("limits")).content.decode()
     assert 'data-tab="limits"' in page and ">Limits" in page
-    assert page.index('data-limiter="erp"') < page.index('data-limiter="github:acme"') < page.index('data-limiter="quiet"')
+    assert (
+        page.index('data-limiter="erp"')
+        < page.index('data-limiter="github:acme"')
+        < page.index('data-limiter="quiet"')
+    )
     assert 'aria-valuenow="50.00"' in page  # erp: 2 of 4
     assert 'aria-valuenow="100.00"' in page and "wurk-bar-dead" in page  # the bucket is full
     assert "lock_timeout=30.0" in page

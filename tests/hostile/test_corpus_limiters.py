@@ -92,7 +92,10 @@ def load_hostile_limiters(r: Any) -> list[bytes]:
                 for n, junk in enumerate(JUNK_NUMBERS):
                     r.hset(key + f"-{n}", mapping={"level": junk, "last": junk, "points": junk,
                                                     "period": junk, "count": junk})  # fmt: skip
-                r.hset(key, mapping={"level": b"NaN", "last": b"x", "points": b"inf", "period": b"", "count": b"z"})
+                r.hset(
+                    key,
+                    mapping={"level": b"NaN", "last": b"x", "points": b"inf", "period": b"", "count": b"z"},
+                )
             else:
                 r.zadd(key, {b"\xff": float("inf"), b"x": -1e300, XSS: 0})
             listed.append(name.encode())
@@ -176,8 +179,18 @@ def test_the_limits_tab_answers_over_hostile_limiters(admin_client: Client, wurk
 
 @pytest.mark.parametrize(
     "overrated",
-    [Raw('"abc"'), Raw("-1"), Raw("1.5"), Raw("[]"), Raw("{}"), Raw("true"), Raw("null"), Raw("9" * 400),
-     Raw("1e400"), Raw('"3"')],  # fmt: skip
+    [
+        Raw('"abc"'),
+        Raw("-1"),
+        Raw("1.5"),
+        Raw("[]"),
+        Raw("{}"),
+        Raw("true"),
+        Raw("null"),
+        Raw("9" * 400),
+        Raw("1e400"),
+        Raw('"3"'),
+    ],
 )
 def test_a_rate_limited_job_with_any_overrated_leaves_one_trace(wurk: Wurk, r: Any, overrated: Raw) -> None:
     assert limiter.window("test-full", 1, 86_400).attempt().admitted
@@ -190,7 +203,9 @@ def test_a_rate_limited_job_with_any_overrated_leaves_one_trace(wurk: Wurk, r: A
     except wire.PayloadError:
         return  # not a job a worker would run (1e400): the processor buries it, as any payload
     wurk.execute(payload)
-    traces = [json.loads(m) for m in r.zrange("schedule", 0, -1)] + [json.loads(m) for m in r.zrange("dead", 0, -1)]
+    traces = [json.loads(m) for m in r.zrange("schedule", 0, -1)] + [
+        json.loads(m) for m in r.zrange("dead", 0, -1)
+    ]
     assert len(traces) == 1 and r.zcard("retry") == 0
     [trace] = traces
     if r.zcard("schedule"):

@@ -37,7 +37,13 @@ class Row:
     @property
     def used(self) -> str:
         status = self.info.status
-        return "" if status is None else f"{status.used:g}" if status.used == int(status.used) else f"{status.used:.2f}"
+        return (
+            ""
+            if status is None
+            else f"{status.used:g}"
+            if status.used == int(status.used)
+            else f"{status.used:.2f}"
+        )
 
     @property
     def limit(self) -> str:

@@ -21,7 +21,14 @@ from django_wurk.core.features.limiters.base import (
     OverLimit,
     configure,
 )
-from django_wurk.core.features.limiters.constructors import bucket, concurrent, leaky, points, unlimited, window
+from django_wurk.core.features.limiters.constructors import (
+    bucket,
+    concurrent,
+    leaky,
+    points,
+    unlimited,
+    window,
+)
 from django_wurk.core.features.limiters.listing import LimiterInfo, LimiterSet
 from django_wurk.core.features.limiters.middleware import LimiterServerMiddleware, install
 

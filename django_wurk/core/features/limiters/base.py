@@ -46,7 +46,7 @@ Backoff = Callable[["Limiter | None", "Payload", BaseException], float]
 INTERVALS = {"second": 1, "minute": 60, "hour": 3600, "day": 86_400}
 
 
-class OverLimit(Exception):  # noqa: N818 - Sidekiq Enterprise's name, kept on purpose
+class OverLimit(Exception):
     """The limit held past the wait: the operation did not run.
 
     ``limiter`` is the limiter that refused it. Raised out of a job, the job is rescheduled
@@ -261,9 +261,7 @@ class Limiter:
         admitted, registered, reset, wait = int(reply[0]), int(reply[1]), int(reply[2]), reply[3]
         decision = Decision(bool(admitted), float(wait) if wait else None, bool(registered), bool(reset))
         if decision.reset:
-            logger.warning(
-                "limiter %r: one of its keys held another type of data; started afresh", self.name
-            )
+            logger.warning("limiter %r: one of its keys held another type of data; started afresh", self.name)
         if decision.registered:
             from django_wurk.core.features.limiters.names import after_register
 
@@ -344,4 +342,3 @@ class Limiter:
 
 class LimiterStateError(RuntimeError):
     """A limiter's key holds data no limiter wrote (read by ``status()``)."""
-

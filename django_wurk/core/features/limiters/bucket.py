@@ -17,7 +17,9 @@ from django_wurk.core.features.limiters.base import Decision, Limiter, count_opt
 class Bucket(Limiter):
     kind: ClassVar[str] = "bucket"
 
-    def __init__(self, name: str, count: int, interval: str, *, wait_timeout: float = 5, **common: Any) -> None:
+    def __init__(
+        self, name: str, count: int, interval: str, *, wait_timeout: float = 5, **common: Any
+    ) -> None:
         super().__init__(name, wait_timeout=wait_timeout, **common)
         self.count = count_option("count", count)
         self.interval_name = interval

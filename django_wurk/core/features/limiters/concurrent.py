@@ -13,6 +13,7 @@ released at any moment, and a poll is cheap against Redis and bounded.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import time
@@ -24,10 +25,10 @@ from redis.exceptions import RedisError
 
 from django_wurk.core.features.limiters import keys
 from django_wurk.core.features.limiters.base import (
+    _NO_HANDLE,
     Decision,
     Handle,
     Limiter,
-    _NO_HANDLE,
     count_option,
     seconds_option,
 )
@@ -72,10 +73,9 @@ class Concurrent(Limiter):
         return bool(reply)
 
     def _over_limit(self) -> None:
-        try:
+        # A counter for the dashboard: the caller learns of the refusal whatever happens here.
+        with contextlib.suppress(RedisError):
             self.wurk.redis.hincrby(keys.stats(self.name), "overages", 1)
-        except RedisError:
-            pass  # a counter for the dashboard; the caller learns of the refusal anyway
 
     @contextmanager
     def within_limit(self) -> Iterator[Handle]:

@@ -19,7 +19,9 @@ from django_wurk.core.features.limiters.unlimited import Unlimited
 from django_wurk.core.features.limiters.window import Window
 
 
-def concurrent(name: str, limit: int, wait_timeout: float = 5, lock_timeout: float = 30, **options: Any) -> Concurrent:
+def concurrent(
+    name: str, limit: int, wait_timeout: float = 5, lock_timeout: float = 30, **options: Any
+) -> Concurrent:
     """At most ``limit`` blocks running at once; a dead holder's slot frees after ``lock_timeout``."""
     return Concurrent(name, limit, wait_timeout=wait_timeout, lock_timeout=lock_timeout, **options)
 

@@ -86,7 +86,11 @@ class LimiterServerMiddleware:
             )
             bury(self.wurk, wire.dumps(payload))
             logger.warning(
-                "job %s (%s) rate limited by %r %d times: moved to the dead set", jid, job_class, name, before + 1
+                "job %s (%s) rate limited by %r %d times: moved to the dead set",
+                jid,
+                job_class,
+                name,
+                before + 1,
             )
             self.wurk.report_death(payload, exc)
             return
@@ -98,7 +102,9 @@ class LimiterServerMiddleware:
         )  # fmt: skip
 
     def _backoff(self, limiter: Limiter | None, payload: Payload, exc: BaseException) -> float:
-        chosen: Any = (limiter.backoff if limiter is not None else None) or defaults.backoff or default_backoff
+        chosen: Any = (
+            (limiter.backoff if limiter is not None else None) or defaults.backoff or default_backoff
+        )
         try:
             delay = chosen(limiter, payload, exc)
         except Exception:
@@ -106,7 +112,9 @@ class LimiterServerMiddleware:
             delay = None
         if isinstance(delay, bool) or not isinstance(delay, (int, float)) or not delay >= 0:
             if chosen is not default_backoff and delay is not None:
-                logger.warning("limiter back-off %r returned %r, not seconds; using the default", chosen, delay)
+                logger.warning(
+                    "limiter back-off %r returned %r, not seconds; using the default", chosen, delay
+                )
             delay = default_backoff(limiter, payload, exc)
         return float(min(delay, MAX_BACKOFF))
 

@@ -75,7 +75,7 @@ class Points(Limiter):
         self._decide("points_used", now, (self.initial, self.refill, delta))
 
     @contextmanager
-    def within_limit(self, estimate: float = 1) -> Iterator[Handle]:  # type: ignore[override]
+    def within_limit(self, estimate: float = 1) -> Iterator[Handle]:
         """Spend ``estimate`` points, or raise ``OverLimit`` at once when the balance is short."""
         estimate = _amount("estimate", estimate, zero=True)
         if not self.attempt(estimate=estimate).admitted:
