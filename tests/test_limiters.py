@@ -103,7 +103,7 @@ def test_bucket_waits_for_the_next_second(wurk: Wurk) -> None:
     started = time.monotonic()
     with lim.within_limit():
         pass
-    assert time.monotonic() - started < 1.1
+    assert time.monotonic() - started < 1.5  # at most to the next second (and round trips)
     day = limiter.bucket("per-day", 1, "day", wait_timeout=1)
     with day.within_limit():
         pass

@@ -37,13 +37,9 @@ class Row:
     @property
     def used(self) -> str:
         status = self.info.status
-        return (
-            ""
-            if status is None
-            else f"{status.used:g}"
-            if status.used == int(status.used)
-            else f"{status.used:.2f}"
-        )
+        if status is None:
+            return ""
+        return f"{status.used:g}" if status.used.is_integer() else f"{status.used:.2f}"
 
     @property
     def limit(self) -> str:

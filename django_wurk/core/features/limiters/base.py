@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from django_wurk.core import wire
 from django_wurk.core.engine import wurk as default_wurk
-from django_wurk.core.features.limiters import keys
+from django_wurk.core.features.limiters import keys, names
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -263,9 +263,7 @@ class Limiter:
         if decision.reset:
             logger.warning("limiter %r: one of its keys held another type of data; started afresh", self.name)
         if decision.registered:
-            from django_wurk.core.features.limiters.names import after_register
-
-            after_register(self.wurk)
+            names.after_register(self.wurk)
         return decision
 
     def attempt(self, now: float | None = None) -> Decision:

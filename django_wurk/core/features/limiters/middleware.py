@@ -9,7 +9,10 @@ to 15...). The fetched copy is acknowledged as the job returns. After ``reschedu
 (default 20, per limiter or ``configure``) the job dies instead: the dead set, with
 ``rate_limited: <limiter name>`` as its error message, and the death handlers told (a
 batch counts it dead, a unique job releases its lock). ``reschedule=0`` lets ``OverLimit``
-fail the job like any exception (retries and all).
+fail the job like any exception (retries and all). If the reschedule cannot be written
+(Redis fails), the error propagates and the job fails and retries like any other: it is
+never lost. A rescheduled job returned, so the worker counts it as processed, as Sidekiq's
+does.
 
 It must be the first middleware in the chain (``install`` prepends it, and the package
 installs limiters after the other features), so that the middleware inside it see the
