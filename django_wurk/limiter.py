@@ -13,6 +13,7 @@ See docs/limiters.md. The code lives in the engine (``django_wurk.core.features.
 from django_wurk.core.features.limiters import (
     Limiter,
     LimiterError,
+    LimiterStateError,
     LimiterStatus,
     OverLimit,
     bucket,
@@ -27,6 +28,7 @@ from django_wurk.core.features.limiters import (
 __all__ = [
     "Limiter",
     "LimiterError",
+    "LimiterStateError",
     "LimiterStatus",
     "OverLimit",
     "bucket",
