@@ -65,6 +65,8 @@ class Concurrent(Limiter):
         return self._decide("acquire", now, (self.limit, self.lock_timeout, token, "1" if first else "0"))
 
     def attempt(self, now: float | None = None) -> Decision:
+        """Take a slot under a fresh token nobody releases: it frees after ``lock_timeout``.
+        For tests and for filling a limiter; code that releases uses ``acquire``/``release``."""
         return self.acquire(secrets.token_hex(12), now=now)
 
     def release(self, token: str, held_seconds: float = 0.0) -> bool:
