@@ -85,11 +85,14 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
     wait_for(lambda: r.llen("seen:echo") == 2, timeout=15)
     wait_for(lambda: r.llen("seen:server-middleware") == 1, timeout=15)
     # Worker threads close stale database connections around each job, as Django does per request;
-    # then the features' server middleware, batches outermost and the expiry check innermost.
+    # rate-limited jobs are rescheduled (outside the features that must see them raise), unique
+    # jobs release their locks, batches count their jobs, Celery tasks record REVOKED and expired
+    # jobs are skipped.
     middleware = [
         "CloseOldConnections",
-        "BatchServerMiddleware",
+        "LimiterServerMiddleware",
         "UniqueServerMiddleware",
+        "BatchServerMiddleware",
         "RecordRevoked",
         "ExpiryServerMiddleware",
     ]

@@ -55,6 +55,8 @@ LOOP_CLAIM = Script.load("loop_claim")
 LOOP_PAUSE = Script.load("loop_pause")
 UNIQUE_LOCK = Script.load("unique_lock")
 CELERY_RESTORE = Script.load("celery_restore")
+LIMITER = Script.load("limiter")
+LIMITER_SWEEP = Script.load("limiter_sweep")
 
 ALL = (
     FETCH,
@@ -70,6 +72,8 @@ ALL = (
     LOOP_PAUSE,
     UNIQUE_LOCK,
     CELERY_RESTORE,
+    LIMITER,
+    LIMITER_SWEEP,
 )
 
 
@@ -229,3 +233,28 @@ class Scripts:
     def pause_loop(self, loop_key: str | bytes, paused: bool) -> bool:
         """Set the loop's ``paused`` flag; False when no such loop is registered."""
         return bool(self._run(LOOP_PAUSE, (loop_key,), ("1" if paused else "0",)))
+
+    # Rate limiters (limiter.lua, limiter_sweep.lua) -----------------------------------
+
+    def limiter(
+        self,
+        script_keys: Sequence[str],
+        op: str,
+        limiter: Sequence[Any],
+        now: float | None,
+        args: Sequence[Any],
+    ) -> list[Any]:
+        """One step of a limiter (``core/features/limiters/`` builds the arguments).
+
+        ``script_keys`` are the metadata hash, the name set, the state key and (concurrent
+        limiters) the counters; ``limiter`` is its name, type, options JSON, fingerprint and
+        TTL; ``now`` is None for the server's clock (a test may give one). The reply's
+        shape depends on ``op``: see the script's header.
+        """
+        stamp = "" if now is None else repr(float(now))
+        reply: list[Any] = self._run(LIMITER, script_keys, (op, *limiter, stamp, *args))
+        return reply
+
+    def sweep_limiters(self, names_key: str, meta_keys: Sequence[bytes], names: Sequence[bytes]) -> int:
+        """Remove from ``names_key`` each name whose metadata hash is gone; how many were."""
+        return int(self._run(LIMITER_SWEEP, (names_key, *meta_keys), names))

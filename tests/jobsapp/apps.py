@@ -11,5 +11,6 @@ class JobsAppConfig(AppConfig):
         from tests.jobsapp import (  # noqa: F401
             batch_jobs,
             celery_drain_tasks,
+            limiter_jobs,
             unique_jobs,
         )
