@@ -54,6 +54,7 @@ TABS: list[Tab] = [
     Tab("dead", "Dead", "dead", counted=keys.DEAD),
     Tab("metrics", "Metrics", "metrics"),
     Tab("batches", "Batches", "batches", counted=batch_keys.INDEX),
+    Tab("periodic", "Periodic", "periodic"),
 ]
 
 
