@@ -23,6 +23,7 @@ from django_wurk.core.api import (
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
 from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
+from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
     "BatchSet",
@@ -44,4 +45,5 @@ __all__ = [
     "Workers",
     "current_leader",
     "parse_entry_key",
+    "unique_lock_owner",
 ]

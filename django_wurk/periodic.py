@@ -81,7 +81,9 @@ def _read(raw: Any) -> tuple[tuple[PeriodicEntry, ...], list[str]]:
         try:
             raw = json.loads(raw) if raw.strip() else []
         except ValueError as exc:
-            return (), [f"the environment's value is not a JSON list of entries ({exc})"]
+            return (), [
+                f"must be a list of entries (in the environment, as JSON); the text is not JSON ({exc})"
+            ]
     if isinstance(raw, (str, bytes, Mapping)) or not isinstance(raw, Sequence):
         return (), [f"must be a list of entries (dicts with 'cron' and 'job'), got {type(raw).__name__}"]
     entries: list[PeriodicEntry] = []

@@ -141,3 +141,24 @@ def test_a_decorator_reused_gives_every_function_the_same_options(wurk: Wurk, r:
         ("tests.test_job.first_mailer", 5, "kept"),
         ("tests.test_job.second_mailer", 5, "kept"),
     ]
+
+
+def test_a_feature_declared_job_option_is_checked_and_stored_in_the_payload(wurk: Wurk, r: Any) -> None:
+    from django_wurk.core.job import declare_job_option, job_options
+
+    def check_colour(value: Any, where: str) -> str:
+        if value not in ("red", "blue"):
+            raise ValueError(f"{where}: colour must be red or blue, got {value!r}")
+        return str(value).upper()
+
+    declare_job_option("colour", check_colour)
+    try:
+        with pytest.raises(ValueError, match="colour must be red or blue"):
+            jobs.critical.set(colour="green")
+        jobs.critical.set(colour="red").perform_async("x")
+        [payload] = queue_entries(r, "critical")
+        assert payload["colour"] == "RED"
+        with pytest.raises(ValueError, match="already an option"):
+            declare_job_option("queue", check_colour)
+    finally:
+        job_options.pop("colour", None)

@@ -222,3 +222,40 @@ def test_current_leader(wurk: Wurk, r: Any) -> None:
     assert current_leader(wurk) is None
     r.set(keys.LEADER, "host:1:abc")
     assert current_leader(wurk) == "host:1:abc"
+
+
+def dues_between(wurk: Wurk, expression: str, tz: str, start: datetime, end: datetime) -> list[datetime]:
+    """What the ticker fires for a real cron loop, ticked every 10 minutes from ``start`` to ``end``."""
+    from django_wurk.core.features.periodic.cron import Cron, parse_timezone
+
+    s = LoopSpec(Cron.parse(expression), jobs.echo.job_class, tz=parse_timezone(tz))
+    ticker = Ticker(wurk, [s])
+    ticker.take_office(start.timestamp())
+    dues, at = [], start
+    while at <= end:
+        dues += [datetime.fromtimestamp(f.due, UTC) for f in ticker.tick(at.timestamp())]
+        at += timedelta(minutes=10)
+    Ticker(wurk, []).take_office(end.timestamp())  # forget the loop: the next call starts afresh
+    return dues
+
+
+def test_daylight_saving_a_skipped_time_does_not_fire_and_a_repeated_one_fires_once(wurk: Wurk) -> None:
+    # Europe/Berlin springs forward on 2026-03-29 (02:00 -> 03:00): 02:30 does not exist that day.
+    spring = dues_between(
+        wurk,
+        "30 2 * * *",
+        "Europe/Berlin",
+        datetime(2026, 3, 28, 12, tzinfo=UTC),
+        datetime(2026, 3, 30, 12, tzinfo=UTC),
+    )
+    assert spring == [datetime(2026, 3, 30, 0, 30, tzinfo=UTC)]  # 02:30 CEST
+    # It falls back on 2026-10-25 (03:00 -> 02:00): 02:30 happens twice and fires once.
+    autumn = dues_between(
+        wurk,
+        "30 2 * * *",
+        "Europe/Berlin",
+        datetime(2026, 10, 24, 12, tzinfo=UTC),
+        datetime(2026, 10, 26, 12, tzinfo=UTC),
+    )
+    assert [d.date().isoformat() for d in autumn] == ["2026-10-25", "2026-10-26"]
+    assert autumn[1] == datetime(2026, 10, 26, 1, 30, tzinfo=UTC)  # 02:30 CET

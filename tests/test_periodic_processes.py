@@ -8,6 +8,7 @@ processes and times the takeover with a short ``LEADER_TTL``.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -97,6 +98,26 @@ def test_a_leader_killed_under_load_is_replaced_within_its_ttl(
     survivors = [p for p in procs if p is not leader]
     stop_all(survivors)
     assert current_leader() is None  # the last leader gave the lead back at its stop
+
+
+@pytest.mark.slow
+def test_each_child_of_a_swarm_campaigns(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    ttl = 2.0
+    [swarm] = fleet(
+        redis_url, 1, stop_later, WURK_PERIODIC=EVERY_MINUTE, WURK_LEADER_TTL=str(ttl), WURK_PROCESSES="2"
+    )
+    children = wait_for(lambda: len(r.smembers("processes")) == 2 and r.smembers("processes"), timeout=30)
+    identities = {m.decode() for m in children}
+    leader = wait_for(current_leader, timeout=10)
+    assert leader in identities  # a child leads, not the supervisor
+    os.kill(int(leader.split(":")[1]), signal.SIGKILL)
+    new = wait_for(lambda: current_leader() not in (None, leader) and current_leader(), timeout=ttl * 2 + 5)
+    # The other child, or the one the supervisor started in the killed one's place.
+    assert int(new.split(":")[1]) != swarm.pid and r.sismember("processes", new)
+    stop_all([swarm])
+    assert current_leader() is None
 
 
 def test_a_bad_entry_stops_runwurk_at_start_up_naming_it(redis_url: str) -> None:

@@ -73,7 +73,7 @@ def test_the_environment_gives_the_list_as_json() -> None:
         environ={"WURK_PERIODIC": json.dumps(GOOD), "WURK_LEADER": "false", "WURK_LEADER_TTL": "5"}
     )
     assert len(built.periodic) == 2 and built.leader is False and built.leader_ttl == 5.0
-    with pytest.raises(ConfigError, match=r"WURK\['PERIODIC'\]: .*not a JSON list"):
+    with pytest.raises(ConfigError, match=r"WURK\['PERIODIC'\]: must be a list .*not JSON"):
         build_settings(environ={"WURK_PERIODIC": "[{"})
 
 

@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django_wurk.core import activejob, coroutines, wire
-from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher, capture
+from django_wurk.core.client import BufferedPusher, Client, Pusher, PushGate, RedisPusher, capture
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
@@ -46,6 +46,8 @@ class Wurk:
         self.error_handlers: list[ErrorHandler] = []
         #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
         self.death_handlers: list[DeathHandler] = []
+        #: Decide at the moment new jobs are written which may be (``client.PushGate``).
+        self.push_gates: list[PushGate] = []
         #: Process-lifetime services a feature adds at install: each worker process's launcher
         #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
         #: and starts and stops what it returns, so the worker never names a feature.
@@ -108,7 +110,7 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and services added), so one test's additions never run in the next.
+        removed too (and push gates and services), so one test's additions never run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
@@ -116,6 +118,7 @@ class Wurk:
             self._redis = self._scripts = self._lines = None
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        gates = list(self.push_gates)
         services = list(self.services)
         try:
             with ExitStack() as stack:
@@ -125,6 +128,7 @@ class Wurk:
         finally:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
+            self.push_gates[:] = gates
             self.services[:] = services
             with self._lock:
                 self._drop_connections()

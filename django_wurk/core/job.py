@@ -46,7 +46,23 @@ def declare_delivery_option(name: str, check: DeliveryCheck) -> None:
     """Make ``name`` a delivery option (``using=`` and ``on_commit=`` come from the Django app)."""
     if name in KNOWN_OPTIONS or name in RESERVED_KEYS:
         raise ValueError(f"{name!r} is a job option or a payload key; it cannot be a delivery option")
+    if name in job_options:
+        raise ValueError(f"{name!r} is a feature's job option; it cannot be a delivery option")
     delivery_options[name] = check
+
+
+#: Options a feature module gives a meaning to (``unique_for``, ``expires_in``, ...): unlike
+#: delivery options they are stored in the payload, where the feature's middleware (and a
+#: Ruby process) reads them. The engine knows only their checks, declared by the feature
+#: when it is imported, so a bad value fails at ``set(...)`` or class definition too.
+job_options: dict[str, DeliveryCheck] = {}
+
+
+def declare_job_option(name: str, check: DeliveryCheck) -> None:
+    """Give the payload option ``name`` a check (a feature module calls this when imported)."""
+    if name in KNOWN_OPTIONS or name in RESERVED_KEYS or name in delivery_options:
+        raise ValueError(f"{name!r} is already an option or a payload key")
+    job_options[name] = check
 
 
 #: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
@@ -59,7 +75,7 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     for key, value in options.items():
         if key in RESERVED_KEYS:
             raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
-        check = delivery_options.get(key)
+        check = delivery_options.get(key) or job_options.get(key)
         if check is not None:
             value = check(value, where)
         elif key == "queue":
@@ -151,6 +167,11 @@ class Job:
         raw: dict[str, Any] = {}
         for key in KNOWN_OPTIONS:
             value = getattr(cls, key)
+            if value is not None:
+                raw[key] = value
+        # A feature's option may be a class attribute too (``expires_in = 3600``), like ``queue``.
+        for key in job_options:
+            value = getattr(cls, key, None)
             if value is not None:
                 raw[key] = value
         raw.update(cls.options)

@@ -53,6 +53,7 @@ LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
 LOOP_CLAIM = Script.load("loop_claim")
 LOOP_PAUSE = Script.load("loop_pause")
+UNIQUE_LOCK = Script.load("unique_lock")
 
 ALL = (
     FETCH,
@@ -66,6 +67,7 @@ ALL = (
     BATCH,
     LOOP_CLAIM,
     LOOP_PAUSE,
+    UNIQUE_LOCK,
 )
 
 
@@ -172,6 +174,21 @@ class Scripts:
 
     def release_lease(self, key: str, owner: str) -> bool:
         return bool(self._run(LEASE_RELEASE, (key,), (owner,)))
+
+    # Unique jobs (unique_lock.lua; released with release_lease) ----------------------
+
+    def lock_unique(self, locks: Sequence[tuple[str, str, int]]) -> list[int | bytes]:
+        """Take each ``(key, jid, ttl seconds)`` lock in order; per lock 1 taken, 2 already
+        this jid's, 3 the key is not a lock, or the holding jid (bytes): refused.
+
+        Released by ``release_lease(key, jid)``: the same compare-and-delete.
+        """
+        script_keys = [key for key, _, _ in locks]
+        args: list[Any] = []
+        for _, jid, ttl in locks:
+            args += (jid, ttl)
+        reply: list[int | bytes] = self._run(UNIQUE_LOCK, script_keys, args)
+        return reply
 
     # Batches (batch.lua) ----------------------------------------------------------------
 
