@@ -188,7 +188,8 @@ def test_the_periodic_tab_answers_and_escapes_over_the_corpus(
     for lid in [*lids, "", "nope", "x" * 5000, "\x00"]:
         for action in ("loop_pause", "loop_unpause", "loop_enqueue"):
             response = walker.post(url(action), {"lid": lid, "next": back_to(lid)})
-            if response is not None and response.status_code == 302:
+            if action == "loop_enqueue" and response is not None and response.status_code == 302:
+                # The page it goes back to shows the messages (those of pause and unpause too).
                 reported += ENQUEUED.findall(body(walker.get(response["Location"])))
 
     pushed = []
