@@ -127,7 +127,7 @@ def test_a_loops_page_shows_options_args_times_and_history(viewer: Client, r: An
     assert "&quot;days&quot;: 30" in page and "Europe/Berlin" in page
     assert "<code>3</code>" in page  # retry
     assert "2026-01-15 08:00:00 UTC · 2026-01-15 09:00:00 CET" in page  # UTC and the loop's own clock
-    assert "the last 25 fires, newest first" in page
+    assert "25 fires, newest first" in page
     assert page.index("jid29") < page.index("jid28") and "jid04" not in page and "jid05" in page
     assert url("loop_job", lid=spec.lid, jid="jid29aaaaaaaaaaaaaaaaaa") in page
     assert url("periodic") in page  # the breadcrumb back

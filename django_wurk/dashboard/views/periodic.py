@@ -24,7 +24,7 @@ from django.urls import NoReverseMatch, reverse
 
 from django_wurk.core import api
 from django_wurk.core.engine import UnknownJobError, wurk
-from django_wurk.core.features.periodic import Loop, LoopSet, current_leader
+from django_wurk.core.features.periodic import Loop, LoopSet, current_leader, keys
 from django_wurk.dashboard.access import audit, not_found, notify, render_page
 from django_wurk.dashboard.nav import admin_url_name
 
@@ -117,6 +117,7 @@ def detail(request: HttpRequest, site: AdminSite, lid: str) -> HttpResponse:
         "last_local": _local(loop.last_fire, zone),
         "next_local": _local(loop.next_fire, zone),
         "history": [(fire, _jid_link(site, lid, fire.jid)) for fire in loop.history()],
+        "history_max": keys.HISTORY_MAX,
         "leader": leader(),
         "crumbs": [("Periodic", _listing(site))],
         "here": request.get_full_path(),
