@@ -54,6 +54,8 @@ TABS: list[Tab] = [
     Tab("dead", "Dead", "dead", counted=keys.DEAD),
     Tab("metrics", "Metrics", "metrics"),
     Tab("batches", "Batches", "batches", counted=batch_keys.INDEX),
+    # Always shown: the loops are whatever a leader registered in Redis, which this web
+    # process's own settings do not tell; the empty tab says how loops get there.
     Tab("periodic", "Periodic", "periodic"),
 ]
 

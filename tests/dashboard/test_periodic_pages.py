@@ -20,7 +20,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import User
 from django.test import Client
 
-from django_wurk import Wurk
+from django_wurk import Config, Wurk
 from django_wurk.api import LoopSet, ProcessSet
 from django_wurk.core import keys as core_keys
 from django_wurk.core import wire
@@ -148,6 +148,14 @@ def test_a_history_jid_links_to_where_its_job_is_now(viewer: Client, r: Any, wur
     key = zadd(r, core_keys.DEAD, dead, 1234.5)
     response = viewer.get(url("loop_job", lid=spec.lid, jid=dead["jid"]))
     assert response.status_code == 302 and response["Location"] == url("entry", kind="dead", key=key)
+    identity = add_process(r, "web9:9:abcdef012345", busy_jobs=1)
+    [work] = r.hvals(f"{identity}:work")
+    running = json.loads(json.loads(work)["payload"])["jid"]
+    response = viewer.get(url("loop_job", lid=spec.lid, jid=running), follow=True)
+    assert (
+        response.redirect_chain[-1][0] == url("busy")
+        and f"Job {running} is running now" in response.content.decode()
+    )
     response = viewer.get(url("loop_job", lid=spec.lid, jid="ranalready0123456789ab"), follow=True)
     assert response.redirect_chain[-1][0] == url("loop", lid=spec.lid)
     assert "it has probably run" in response.content.decode()
@@ -280,3 +288,16 @@ def test_permissions_csrf_and_read_only(
     assert r.hget(keys.loop(spec.lid), "paused") == b"0"
     assert r.llen("queue:default") == 0 and r.llen(keys.history(spec.lid)) == 1
     assert not LogEntry.objects.exists()
+
+
+def test_redis_down_gives_the_503_page_for_every_periodic_page_and_action(
+    manager: Client, wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    spec = make_loop(r)
+    wurk.configure(test_config.replace(redis_url="redis://127.0.0.1:1/0", redis_socket_timeout=1.0))
+    for page in (url("periodic"), url("loop", lid=spec.lid), url("loop_job", lid=spec.lid, jid="j")):
+        response = manager.get(page)
+        assert response.status_code == 503 and "Redis is unavailable." in response.content.decode(), page
+    for action in ("loop_pause", "loop_unpause", "loop_enqueue"):
+        response = manager.post(url(action), {"lid": spec.lid})
+        assert response.status_code == 503 and "Redis is unavailable." in response.content.decode(), action
