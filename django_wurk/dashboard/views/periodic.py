@@ -2,8 +2,9 @@
 unpause and enqueue now.
 
 Everything shown is what the leader registered in Redis (``LoopSet``), so a web process
-whose settings differ from the fleet's shows the fleet's loops. A loop can vanish at any moment (a new leader prunes what its
-settings no longer have): an action on one that has gone says so and changes nothing.
+whose settings differ from the fleet's shows the fleet's loops. A loop can vanish at any
+moment (a new leader prunes what its settings no longer have): an action on one that has
+gone says so and changes nothing.
 A history jid links through ``job``, which looks for the job when it is clicked (a jid says
 nothing about where its job is now), as a batch's page does.
 """
