@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -62,6 +63,16 @@ def test_of_two_campaigners_one_leads_and_the_other_takes_over_when_it_stops_ren
     # a's own clock told it the lease ran out; its next renewal fails and it follows.
     assert not a.leading()
     assert not a.step() and not a.leading() and current_leader(wurk) == "host:2:b"
+
+
+def test_a_follower_tries_again_when_the_holder_s_lease_ends_not_only_every_5_s(wurk: Wurk, r: Any) -> None:
+    r.set(keys.LEADER, "other:1:x", px=300)
+    follower = Campaign(wurk.scripts, "host:1:a", ttl=30, remaining=lambda: r.pttl(keys.LEADER) / 1000)
+    assert not follower.step()
+    started = time.monotonic()
+    wait_for(follower.due, timeout=2)
+    assert time.monotonic() - started < 1.0  # not FOLLOWER_RETRY (5 s) later
+    assert follower.step() and current_leader(wurk) == "host:1:a"
 
 
 def test_a_resigning_leader_gives_the_lead_back_and_only_its_own(wurk: Wurk, r: Any) -> None:

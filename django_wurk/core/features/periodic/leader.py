@@ -4,10 +4,14 @@ Every worker process campaigns (unless kept out with ``WURK["LEADER"] = False``)
 leader's identity (its ``host:pid:nonce``) sits in ``dear-leader`` with a ttl: taken with
 ``SET NX PX``, renewed every ttl/2 by compare-and-expire, given back at stop by
 compare-and-delete, each one Lua script (``core/lease.py``), counted down by Redis's
-clock. Followers try to take it every ``FOLLOWER_RETRY`` seconds (or ttl/2 if shorter).
+clock. Followers try to take it every ``FOLLOWER_RETRY`` seconds (or ttl/2 if shorter),
+and sooner when the key's remaining ttl (``PTTL``) says it ends before then: they wake
+just after it expires, so a dead leader is replaced about one ttl after its last renewal.
 
 Failure modes: a leader killed with -9 stops renewing, its key expires within the ttl, and
-a follower takes over at its next try (at most ttl + ``FOLLOWER_RETRY`` after the kill). A
+a follower takes over at its next try, timed by the key's ``PTTL`` (within the ttl plus
+one pass of the service's thread, at most a second; ttl + ``FOLLOWER_RETRY`` if the ``PTTL``
+could not be read). A
 leader cut off from Redis stops acting as leader once its own clock says the ttl has passed
 since its last successful renewal (``Lease.held``), which is no later than the key expires,
 so two processes never both believe they lead (clock drift apart; and the claim of each
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from django_wurk.core.features.periodic import keys
 from django_wurk.core.lease import Lease
@@ -30,14 +35,24 @@ logger = logging.getLogger("django_wurk.periodic")
 DEFAULT_TTL = 30.0
 #: How often a follower tries to become the leader (seconds), at most.
 FOLLOWER_RETRY = 5.0
+#: How long after the holder's lease should have ended a follower tries (seconds).
+EXPIRY_MARGIN = 0.01
 
 
 class Campaign:
     """One process's bid for leadership; ``step()`` is called by its service's thread."""
 
-    def __init__(self, scripts: Scripts, identity: str, ttl: float = DEFAULT_TTL) -> None:
+    def __init__(
+        self,
+        scripts: Scripts,
+        identity: str,
+        ttl: float = DEFAULT_TTL,
+        remaining: Callable[[], float | None] | None = None,
+    ) -> None:
         self.identity = identity
         self.lease = Lease(scripts, keys.LEADER, identity, ttl)
+        #: Seconds until the current holder's lease ends, if known (the key's ``PTTL``).
+        self._remaining = remaining
         self.ttl = ttl
         self._leading = False
         self._next_step = float("-inf")
@@ -67,6 +82,10 @@ class Campaign:
             self._leading = True
             logger.info("%s is now the leader", self.identity)
         self._schedule()
+        if not taken and self._remaining is not None:
+            left = self._remaining()
+            if left is not None:
+                self._next_step = min(self._next_step, time.monotonic() + left + EXPIRY_MARGIN)
         return taken
 
     def _schedule(self) -> None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
+from django_wurk.core.features.periodic import keys
 from django_wurk.core.features.periodic.leader import Campaign
 from django_wurk.core.features.periodic.loops import LoopSpec
 from django_wurk.core.features.periodic.ticker import Ticker
@@ -36,10 +37,15 @@ class PeriodicService(Loop):
         self, wurk: Wurk, identity: str, outage: Outage, specs: Sequence[LoopSpec], ttl: float
     ) -> None:
         super().__init__(wurk, outage)
-        self.campaign = Campaign(wurk.scripts, identity, ttl)
+        self.campaign = Campaign(wurk.scripts, identity, ttl, self._leader_ttl_left)
         self.ticker = Ticker(wurk, specs)
         #: Set when this process takes the lead; cleared once it has registered and pruned.
         self._in_office = False
+
+    def _leader_ttl_left(self) -> float | None:
+        """Seconds until ``dear-leader`` expires; None when it has no expiry or is gone."""
+        left = self.wurk.redis.pttl(keys.LEADER)
+        return left / 1000 if isinstance(left, int) and left > 0 else None
 
     def initial_wait(self) -> float:
         return 0.0  # campaign at once: a fleet without a leader fires nothing
