@@ -234,8 +234,18 @@ def test_every_tab_listed_is_a_page_that_exists(viewer: Client, wurk: Wurk) -> N
 
     page = text(viewer, url("changelist"))
     shown = re.findall(r'data-tab="([a-z]+)"', page)
-    assert shown == ["dashboard", "busy", "queues", "scheduled", "retries", "dead", "metrics", "batches"]
-    # Features still to come (periodic jobs, limiters) add their tab with their page.
+    assert shown == [
+        "dashboard",
+        "busy",
+        "queues",
+        "scheduled",
+        "retries",
+        "dead",
+        "metrics",
+        "batches",
+        "periodic",
+    ]
+    # Features still to come (limiters) add their tab with their page.
     assert [t.key for t in nav.TABS] == shown
 
 
