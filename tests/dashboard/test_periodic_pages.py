@@ -101,6 +101,7 @@ def test_the_leader_is_named_on_the_tab_and_badged_on_busy(viewer: Client, r: An
         ident: busy[busy.index(f'data-identity="{ident}"') :].split("</tr>")[0] for ident in (live, other)
     }
     assert ">leader<" in rows[live] and ">leader<" not in rows[other]
+    assert url("periodic") in rows[live]  # the badge leads to the loops it fires
     # A leader whose heartbeat is gone (killed -9, its lease not yet lapsed) is named, and said to be gone.
     r.set(keys.LEADER, "gone:1:ffffffffffff", ex=30)
     page = viewer.get(url("periodic")).content.decode()
