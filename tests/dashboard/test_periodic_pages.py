@@ -302,3 +302,17 @@ def test_redis_down_gives_the_503_page_for_every_periodic_page_and_action(
     for action in ("loop_pause", "loop_unpause", "loop_enqueue"):
         response = manager.post(url(action), {"lid": spec.lid})
         assert response.status_code == 503 and "Redis is unavailable." in response.content.decode(), action
+
+
+def test_a_loop_pruned_between_reading_and_writing_is_said_to_be_gone(
+    manager: Client, r: Any, wurk: Wurk, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = make_loop(r)
+    stale = LoopSet(wurk).get(spec.lid)
+    r.srem(keys.PERIODIC, spec.lid)
+    r.delete(keys.loop(spec.lid))
+    monkeypatch.setattr(LoopSet, "get", lambda self, lid: stale)  # read just before the prune
+    response = manager.post(url("loop_pause"), {"lid": spec.lid}, follow=True)
+    assert f"Loop {spec.lid} is no longer registered" in response.content.decode()
+    assert not r.exists(keys.loop(spec.lid))  # the pause left no stray hash behind
+    assert not LogEntry.objects.exists()
