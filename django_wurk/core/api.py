@@ -654,9 +654,10 @@ class Process:
     @property
     def leader(self) -> bool:
         try:
-            return _text(self.wurk.redis.get(keys.LEADER)) == self.identity
+            raw = self.wurk.redis.get(keys.LEADER)
         except ResponseError:  # a dear-leader of another type names no leader
             return False
+        return raw is not None and _text(raw) == self.identity  # no leader is not a process named ""
 
     def signal(self, name: str) -> None:
         pipe = self.wurk.redis.pipeline(transaction=True)

@@ -55,6 +55,9 @@ TABS: list[Tab] = [
     Tab("metrics", "Metrics", "metrics"),
     Tab("batches", "Batches", "batches", counted=batch_keys.INDEX),
     Tab("limits", "Limits", "limits"),
+    # Always shown: the loops are whatever a leader registered in Redis, which this web
+    # process's own settings do not tell; the empty tab says how loops get there.
+    Tab("periodic", "Periodic", "periodic"),
 ]
 
 

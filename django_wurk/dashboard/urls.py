@@ -13,7 +13,7 @@ from django.urls import URLPattern, path, register_converter
 
 from django_wurk.dashboard.access import guard
 from django_wurk.dashboard.nav import url_name
-from django_wurk.dashboard.views import batches, busy, limits, metrics, overview, queues, sets
+from django_wurk.dashboard.views import batches, busy, limits, metrics, overview, periodic, queues, sets
 
 
 class SetConverter:
@@ -81,6 +81,19 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         ),
         path("batches/<str:bid>/jobs/<str:jid>/", page(batches.job, "batches"), name=url_name("batch_job")),
         path("limits/", page(limits.index, "limits"), name=url_name("limits")),
+        path("periodic/", page(periodic.index, "periodic"), name=url_name("periodic")),
+        path("periodic/<str:lid>/", page(periodic.detail, "periodic"), name=url_name("loop")),
+        path("periodic/<str:lid>/jobs/<str:jid>/", page(periodic.job, "periodic"), name=url_name("loop_job")),
+        # Actions name their loop in the form, like the queue actions.
+        path("periodic-actions/pause/", action(periodic.pause, "periodic"), name=url_name("loop_pause")),
+        path(
+            "periodic-actions/unpause/", action(periodic.unpause, "periodic"), name=url_name("loop_unpause")
+        ),
+        path(
+            "periodic-actions/enqueue/",
+            action(periodic.enqueue_now, "periodic"),
+            name=url_name("loop_enqueue"),
+        ),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
         path("metrics/<wurk_text:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"

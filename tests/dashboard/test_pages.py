@@ -244,8 +244,8 @@ def test_every_tab_listed_is_a_page_that_exists(viewer: Client, wurk: Wurk) -> N
         "metrics",
         "batches",
         "limits",
+        "periodic",
     ]
-    # Features still to come (periodic jobs) add their tab with their page.
     assert [t.key for t in nav.TABS] == shown
 
 

@@ -9,6 +9,7 @@ from django.urls import reverse
 
 from django_wurk.core import api, wire
 from django_wurk.core.engine import wurk
+from django_wurk.core.features.periodic import current_leader
 from django_wurk.dashboard.access import audit, notify, render_page
 from django_wurk.dashboard.nav import admin_url_name
 
@@ -18,10 +19,13 @@ SIGNALS = {"quiet": "quieted", "stop": "told to stop"}
 
 def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
     processes = list(api.ProcessSet(wurk))
+    # Read once for the page, not once per process; and no leader marks nobody (not a
+    # process whose identity happens to read as "").
+    leader = current_leader(wurk)
     rows = [
         {
             "process": p,
-            "leader": p.leader,
+            "leader": leader is not None and p.identity == leader,
             "embedded": p.embedded,
             "labels": p.labels,
             "version": p.version,
