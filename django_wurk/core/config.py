@@ -101,12 +101,19 @@ class Config:
     #: raw bytes or their base64), ``"1:<base64>,2:<base64>"`` in the environment. Read into
     #: ``((version, key), ...)``; never shown by ``repr()``.
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
-    #: The version new pushes are encrypted with; empty means the only key's.
+    #: The version new pushes are encrypted with; empty means the only key's (``encryption_version``).
     encryption_active: str = ""
 
     def __post_init__(self) -> None:
         _read_encryption(self)
         _validate(self)
+
+    @property
+    def encryption_version(self) -> str:
+        """The key version new pushes are encrypted with ("" when there is no key)."""
+        if self.encryption_active:
+            return self.encryption_active
+        return self.encryption_keys[0][0] if self.encryption_keys else ""
 
     def encryption_key(self, version: str) -> bytes | None:
         """The key of ``version`` (any version still listed decrypts: that is rotation)."""
@@ -449,9 +456,7 @@ def _read_encryption(c: Config) -> None:
             raise ConfigError(
                 "ENCRYPTION_ACTIVE", f"must be a key version of ENCRYPTION_KEYS, got {active!r}"
             ) from None
-    if not active and len(keys) == 1:
-        active = keys[0][0]
-    elif not active and keys:
+    if not active and len(keys) > 1:
         raise ConfigError(
             "ENCRYPTION_ACTIVE",
             "several ENCRYPTION_KEYS are given: say which version new jobs are encrypted with",

@@ -61,7 +61,7 @@ class EncryptionClientMiddleware:
         if isinstance(args, list) and args and is_envelope(args[-1]):
             return result
         config = self.wurk.config
-        version = config.encryption_active
+        version = config.encryption_version
         key = config.encryption_key(version) if version else None
         problem = _unsealable(job_class, result, key)
         if problem is not None:
