@@ -195,6 +195,51 @@ def test_perform_inline_runs_both_chains(wurk: Wurk) -> None:
     assert received == [[3, {"card": SECRET}]]
 
 
+def test_the_testing_modes_record_sealed_payloads_and_run_them_opened(wurk: Wurk) -> None:
+    from django_wurk import testing
+
+    with testing.fake(wurk) as queues:
+        charge.perform_async(4, {"card": SECRET})
+        [recorded] = queues.jobs_for(charge)
+        assert is_envelope(recorded["args"][-1]) and not leaks(json.dumps(recorded))
+        assert queues.drain() == 1
+    assert received == [[4, {"card": SECRET}]]
+
+
+def test_other_client_middleware_sees_the_plaintext_and_the_wire_gets_the_envelope(
+    wurk: Wurk, r: Any
+) -> None:
+    """Sealing is the last step before the wire, wherever later middleware is added."""
+    seen: list[Any] = []
+
+    class Digest:
+        def __call__(self, job_class: str, payload: Any, queue: str, call_next: Any) -> Any:
+            seen.append(payload["args"][-1])
+            return call_next()
+
+    wurk.client_middleware.add(Digest)
+    charge.perform_async(5, {"card": SECRET})
+    assert seen == [{"card": SECRET}]
+    assert not leaks(everything_in_redis(r))
+
+
+def test_server_middleware_before_it_sees_only_the_envelope(wurk: Wurk) -> None:
+    from django_wurk.core.features.encryption.middleware import EncryptionServerMiddleware
+
+    seen: list[Any] = []
+
+    class Outer:
+        def __call__(self, job: Any, payload: Any, queue: str, call_next: Any) -> None:
+            seen.append(payload["args"][-1])
+            call_next()
+            seen.append(payload["args"][-1])
+
+    wurk.server_middleware.insert_before(EncryptionServerMiddleware, Outer)
+    charge.perform_inline(6, {"card": SECRET})
+    assert received == [[6, {"card": SECRET}]]
+    assert len(seen) == 2 and all(is_envelope(v) for v in seen)
+
+
 def test_failure_keeps_the_envelope_and_hides_the_message(
     wurk: Wurk, r: Any, running: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
