@@ -11,8 +11,8 @@ from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using
 from django_wurk.core.client import ClientBufferFull, EnqueueError
 from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
-from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
+from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
