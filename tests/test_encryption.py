@@ -170,6 +170,16 @@ def test_the_worker_gets_the_plaintext_and_redis_never_holds_it(wurk: Wurk, r: A
     assert not leaks(everything_in_redis(r))
 
 
+def test_perform_bulk_seals_each_job_for_its_own_jid(wurk: Wurk, r: Any, running: Any) -> None:
+    jids = charge.perform_bulk([[i, {"card": SECRET, "n": i}] for i in range(5)])
+    stored = [json.loads(x) for x in r.lrange("queue:default", 0, -1)]
+    assert sorted(p["jid"] for p in stored) == sorted(jids)
+    assert all(is_envelope(p["args"][-1]) for p in stored) and not leaks(everything_in_redis(r))
+    running()
+    wait_for(lambda: len(received) == 5)
+    assert sorted(a[1]["n"] for a in received) == list(range(5))
+
+
 def test_two_pushes_of_the_same_secret_differ(wurk: Wurk, r: Any) -> None:
     charge.perform_async(1, {"card": SECRET})
     charge.perform_async(1, {"card": SECRET})

@@ -105,11 +105,12 @@ class EncryptionServerMiddleware:
             raise UndecryptableJob("the job says encrypt: true but has no argument to decrypt")
         if payload.get("class") in activejob.WRAPPERS:
             raise UndecryptableJob("encrypt: true is not supported for ActiveJob-shaped jobs")
-        sealed = args[-1]
+        stored = list(args)
         # Opened in place, in the list the job is called with, and closed again whatever
-        # happens: the payload handed on to error handlers and the retry handler is sealed.
+        # happens (even if the job changed that list): the payload handed on to error
+        # handlers and the retry handler is sealed.
         args[-1] = open_envelope(
-            sealed, self.wurk.config.encryption_key, payload.get("jid"), payload.get("class")
+            stored[-1], self.wurk.config.encryption_key, payload.get("jid"), payload.get("class")
         )
         failure: Exception | None = None
         try:
@@ -117,7 +118,7 @@ class EncryptionServerMiddleware:
         except Exception as exc:
             failure = exc
         finally:
-            args[-1] = sealed
+            args[:] = stored
         if failure is not None:
             # Raised outside the except block, so the new exception carries no context.
             raise conceal(failure)
