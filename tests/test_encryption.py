@@ -532,3 +532,13 @@ def test_keys_from_a_secret_file(
     monkeypatch.setenv("WURK_ENCRYPTION_ACTIVE", "2")
     config = build_config()
     assert config.encryption_key("1") == KEY1 and config.encryption_active == "2"
+
+
+def test_runwurk_refuses_to_start_with_a_short_key_and_does_not_print_it(redis_url: str) -> None:
+    from tests.test_runwurk import start
+
+    short = base64.b64encode(b"sixteen byte key").decode()
+    proc = start(redis_url, WURK_ENCRYPTION_KEYS=f"1:{short}")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "WURK['ENCRYPTION_KEYS']" in stderr and "is 16 bytes" in stderr and short not in stderr
