@@ -66,7 +66,18 @@ class OSErrorJob(Job):
         raise FileNotFoundError(2, "No such file", path)
 
 
-ENCRYPTED = [charge.job_class, decline.job_class, once.job_class, OSErrorJob]
+class AttributeJob(Job):
+    """``encrypt`` as a class attribute, like ``queue`` and ``retry``."""
+
+    wire_name = "enc.Attribute"
+    encrypt = True
+
+    def perform(self, bag: str) -> None:
+        with _lock:
+            received.append([bag])
+
+
+ENCRYPTED = [charge.job_class, decline.job_class, once.job_class, OSErrorJob, AttributeJob]
 # Registered only while a test of this module runs: `manage.py check` elsewhere in the
 # suite must not find encrypt=True jobs in a configuration without keys.
 for _cls in ENCRYPTED:
@@ -343,6 +354,14 @@ def test_an_encrypted_job_needs_an_argument(wurk: Wurk, r: Any) -> None:
     with pytest.raises(EncryptionError, match="needs an argument"):
         charge.job_class.set().perform_async()
     assert r.llen("queue:default") == 0
+
+
+def test_encrypt_as_a_class_attribute_seals_too(wurk: Wurk, r: Any) -> None:
+    AttributeJob.perform_async(SECRET)
+    [raw] = r.lrange("queue:default", 0, -1)
+    assert is_envelope(json.loads(raw)["args"][0]) and not leaks(raw)
+    AttributeJob.perform_inline(SECRET)
+    assert received == [[SECRET]]
 
 
 def test_the_encrypt_option_must_be_a_bool() -> None:
