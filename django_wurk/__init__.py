@@ -11,6 +11,8 @@ from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using
 from django_wurk.core.client import ClientBufferFull, EnqueueError
 from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
+from django_wurk.core.features import expiring as _expiring  # noqa: F401 - declares set(expires_in=...)
+from django_wurk.core.features import unique as _unique  # noqa: F401 - declares unique_for/unique_until
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
 from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
 from django_wurk.core.job import Job, JobFunction, Setter, job

@@ -22,6 +22,7 @@ from django_wurk.core.api import (
     parse_entry_key,
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
+from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
     "BatchSet",
@@ -39,4 +40,5 @@ __all__ = [
     "Stats",
     "Workers",
     "parse_entry_key",
+    "unique_lock_owner",
 ]

@@ -42,10 +42,11 @@ def scope(alias: str) -> str:
     return f"{alias}:{name}"
 
 
-def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> None:
+def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> list[str] | None:
     """Write a row per payload in ``alias``; push them after the commit (at once outside one).
 
     The rows carry the jobs from here on, not the pusher: what cannot be pushed stays for the relay.
+    Pushed at once, the jids a push gate refused (a duplicate unique job) are returned.
     """
     rows = OutboxEntry.objects.using(alias).bulk_create(
         [OutboxEntry(payload=wire.dumps(p), at=at) for p in payloads]
@@ -53,22 +54,26 @@ def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> 
     ids = [row.pk for row in rows]
     if None in ids:
         # A backend that does not return ids from bulk_create: leave the rows to the relay.
-        return
+        return None
     connection = connections[alias]
     if connection.in_atomic_block:
         transaction.on_commit(lambda: deliver(wurk, alias, ids), using=alias)
-    else:
-        deliver(wurk, alias, ids)
+        return None
+    refused: list[str] = []
+    deliver(wurk, alias, ids, refused)
+    return refused
 
 
-def deliver(wurk: Wurk, alias: str, ids: list[int]) -> int:
+def deliver(wurk: Wurk, alias: str, ids: list[int], refused: list[str] | None = None) -> int:
     """Push these rows and delete them; rows that cannot be pushed now stay for the relay."""
     rows = list(OutboxEntry.objects.using(alias).filter(pk__in=ids).order_by("pk"))
-    return push_rows(wurk, alias, rows)
+    return push_rows(wurk, alias, rows, refused)
 
 
-def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
+def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry], refused: list[str] | None = None) -> int:
     """Push each row at most once and delete it; returns how many this call pushed.
+
+    The jids of rows a push gate refused are added to ``refused`` when it is given.
 
     Callers may race on the same rows (a relay whose lease ran out, a commit's own
     delivery): the row's marker, not the caller, keeps each job to one push. A row whose
@@ -85,8 +90,20 @@ def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry]) -> int:
                 logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
                 continue
             marker = keys.outbox_marker(prefix, row.token)
-            if push_once(wurk, marker, payload, row.at):
+            outcome = push_once(wurk, marker, payload, row.at)
+            if outcome:
                 pushed += 1
+            elif outcome is None:
+                # A gate (unique jobs) refused it now, at the push: the row is done.
+                if refused is not None:
+                    refused.append(str(payload.get("jid")))
+                logger.info(
+                    "outbox row %s (id %s, jid %s) was not pushed: refused at the push (a duplicate"
+                    " unique job)",
+                    row.token,
+                    row.pk,
+                    payload.get("jid"),
+                )
             else:
                 logger.warning(
                     "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"

@@ -36,7 +36,7 @@ from redis.exceptions import RedisError
 
 from django_wurk import db
 from django_wurk.conf import app_settings
-from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher
+from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher, Refused
 from django_wurk.core.engine import Wurk
 from django_wurk.core.features.batches.batch import retrier as batch_retrier
 from django_wurk.core.wire import Payload
@@ -252,11 +252,14 @@ class TransactionAwarePusher:
         self.inner = inner
         self.retrier = PushRetrier(wurk, inner)
 
-    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
+        """Push now (telling the caller which jobs a gate refused), or later: at the commit,
+        or through the outbox, where a refusal comes too late to change what was returned."""
         app = app_settings()
         if app.enqueue == "immediate" or delivery.get("on_commit") is False:
-            self.inner.push(payloads, at)
-            return
+            return self.inner.push(payloads, at)
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None
         if alias is None and not using:
@@ -264,12 +267,11 @@ class TransactionAwarePusher:
         if app.enqueue == "outbox":
             from django_wurk import outbox
 
-            outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
-            return
+            return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
         if alias is None:
-            self.inner.push(payloads, at)
-            return
+            return self.inner.push(payloads, at)
         transaction.on_commit(functools.partial(self._after_commit, list(payloads), at), using=alias)
+        return None
 
     def defer_until_commit(self, action: Callable[[], None]) -> bool:
         """Run ``action`` (a write that is not a plain push: a batch) when the open transaction

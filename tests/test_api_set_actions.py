@@ -15,6 +15,7 @@ from typing import Any
 from django_wurk import Config, TimestampStyle, Wurk
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet
 from django_wurk.core import wire
+from django_wurk.core.api import KilledByAPI
 from django_wurk.core.worker.retry import RetryHandler
 from tests.sidekiq_data import (
     RETRY_SCORE,
@@ -199,7 +200,8 @@ def test_kill_moves_the_entry_to_dead_unchanged(wurk: Wurk, r: Any) -> None:
     assert before <= score <= time.time()
     [(p, exc)] = deaths
     assert p == json.loads(data)
-    assert type(exc) is RuntimeError and str(exc) == "Job killed by API"
+    # Sidekiq's RuntimeError and message; its own subclass, so a handler can tell a kill by hand.
+    assert isinstance(exc, RuntimeError) and type(exc) is KilledByAPI and str(exc) == "Job killed by API"
     # Gone now: a second kill does nothing and tells no one.
     assert entry.kill() is False
     assert len(deaths) == 1 and r.zcard("dead") == 1

@@ -21,7 +21,7 @@ from tests.sidekiq_data import info_for, lpush, payload, write_process, zadd
 
 def test_stats_of_an_empty_database(wurk: Wurk, r: Any) -> None:
     s = Stats(wurk)
-    assert (s.processed, s.failed, s.enqueued) == (0, 0, 0)
+    assert (s.processed, s.failed, s.enqueued, s.expired) == (0, 0, 0, 0)
     assert (s.scheduled_size, s.retry_size, s.dead_size) == (0, 0, 0)
     assert (s.processes_size, s.workers_size) == (0, 0)
     assert s.default_queue_latency == 0.0
@@ -120,10 +120,12 @@ def test_history_refuses_days_outside_the_ui_range(wurk: Wurk, days: int) -> Non
 def test_reset_zeroes_the_totals_only(wurk: Wurk, r: Any) -> None:
     r.set("stat:processed", 9)
     r.set("stat:failed", 5)
+    r.set("stat:expired", 2)
     r.set("stat:processed:2026-11-29", 9)
     s = Stats(wurk)
+    assert s.expired == 2
     s.reset()
-    assert r.get("stat:processed") == b"0" and r.get("stat:failed") == b"0"
+    assert r.get("stat:processed") == b"0" and r.get("stat:failed") == b"0" and r.get("stat:expired") == b"0"
     assert r.get("stat:processed:2026-11-29") == b"9"
     fresh = Stats(wurk)
-    assert (fresh.processed, fresh.failed) == (0, 0)
+    assert (fresh.processed, fresh.failed, fresh.expired) == (0, 0, 0)

@@ -30,6 +30,12 @@ from django_wurk.core.engine import wurk as default_wurk
 PAGE = 100
 
 
+class KilledByAPI(RuntimeError):
+    """What the death handlers are told when someone kills a job by hand (the data API, the
+    dashboard), with Sidekiq's message; its own class so a handler can tell such a kill from
+    a job the worker let die (unique jobs keep their lock on a kill, as Sidekiq Enterprise does)."""
+
+
 def _digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=16).digest()
 
@@ -417,7 +423,7 @@ class SortedEntry(JobRecord):
             return False
         moved = bury(wurk, self.raw, source=self.parent.name, member=self.raw)
         if moved and self.payload is not None:
-            wurk.report_death(self.payload, RuntimeError("Job killed by API"))
+            wurk.report_death(self.payload, KilledByAPI("Job killed by API"))
         return moved
 
     def reschedule(self, at: float) -> bool:
@@ -596,7 +602,7 @@ class DeadSet(SortedSet):
         text = payload if isinstance(payload, str) else wire.dumps(payload)
         bury(self.wurk, text)
         if notify:
-            self.wurk.report_death(wire.loads(text), RuntimeError("Job killed by API"))
+            self.wurk.report_death(wire.loads(text), KilledByAPI("Job killed by API"))
 
 
 @dataclass
@@ -788,9 +794,12 @@ class Stats:
         pipe.zcard(keys.DEAD)
         pipe.scard(keys.PROCESSES)
         pipe.lindex(keys.queue("default"), -1)
-        processed, failed, scheduled, retries, dead, procs, oldest = pipe.execute()
+        pipe.get(keys.STAT_EXPIRED)
+        processed, failed, scheduled, retries, dead, procs, oldest, expired = pipe.execute()
         self.processed = _int(processed)
         self.failed = _int(failed)
+        #: Jobs skipped because they expired (expiring jobs); also counted in ``processed``.
+        self.expired = _int(expired)
         self.scheduled_size = int(scheduled)
         self.retry_size = int(retries)
         self.dead_size = int(dead)
@@ -813,7 +822,7 @@ class Stats:
         return sizes
 
     def reset(self) -> None:
-        self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0})
+        self.wurk.redis.mset({keys.STAT_PROCESSED: 0, keys.STAT_FAILED: 0, keys.STAT_EXPIRED: 0})
 
     @staticmethod
     def history(

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -61,10 +61,44 @@ def promoted_queue(payload: Payload) -> str:
     return queue
 
 
+#: What a pusher may answer: the jids a gate refused at the moment of the write (see
+#: ``PushGate``). ``None`` (or empty) when every job was written, or when the write was
+#: deferred (a transaction's commit, the outage buffer) and nobody knows yet.
+Refused = Collection[str] | None
+
+
 class Pusher(Protocol):
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> None: ...
+    ) -> Refused: ...
+
+
+class PushGate(Protocol):
+    """Decides, at the moment new jobs are written to Redis, which of them may be.
+
+    Not client middleware: middleware runs when ``perform_async`` is called, which inside a
+    transaction is long before the commit writes the job. A gate runs at the write itself
+    (at once, after the commit, from the outage buffer or the outbox), so a decision that
+    takes something in Redis (unique jobs' lock) is taken only for a job that is really
+    written. It returns the payloads that may go, in order (it may add keys to them);
+    the others are dropped. Promotions from the schedule and retry sets are not new jobs
+    and pass no gate.
+    """
+
+    def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]: ...
+
+
+def admit(
+    gates: Sequence[PushGate], payloads: Sequence[Payload], at: float | None
+) -> tuple[list[Payload], list[str]]:
+    """Run ``payloads`` through every gate: (those that may be written, the jids refused)."""
+    admitted = list(payloads)
+    for gate in gates:
+        admitted = gate(admitted, at)
+    if len(admitted) == len(payloads):
+        return admitted, []
+    kept = {id(p) for p in admitted}
+    return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
 
 
 #: Where ``Client.push``/``push_bulk`` send jobs in this context instead of the engine's
@@ -113,6 +147,9 @@ class Engine(Protocol):
     @property
     def pusher(self) -> Pusher: ...
 
+    @property
+    def push_gates(self) -> list[PushGate]: ...
+
 
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
@@ -128,9 +165,15 @@ class RedisPusher:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
+        refused: list[str] = []
+        gates = self.wurk.push_gates
+        if gates and payloads:
+            payloads, refused = admit(gates, payloads, at)
         if not payloads:
-            return
+            return refused
         style = self.wurk.config.timestamps
         commands: list[tuple[Any, ...]] = []
         if at is None:
@@ -152,15 +195,36 @@ class RedisPusher:
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
         self.wurk.lines.get().pipeline(commands)
+        return refused
 
 
-def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool:
+def writes_to_redis(wurk: Engine) -> bool:
+    """False under the testing modes (``fake()``/``inline()``), which keep no Redis state.
+
+    Features that count something in Redis beside the push (batches, expired jobs) ask
+    this first. The pusher is a chain of wrappers (transactions, the outage buffer) around
+    the one that writes to Redis; a testing mode replaces the whole chain.
+    """
+    pusher: Any = wurk.pusher
+    while pusher is not None:
+        if isinstance(pusher, RedisPusher):
+            return True
+        pusher = getattr(pusher, "inner", None)
+    return False
+
+
+def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool | None:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 
     The outbox relay's step: atomic with the marker, so retries after a crash never
     duplicate a job. ``enqueued_at`` is stamped now (or dropped for a scheduled push).
+    ``None``: a push gate refused the job (a unique job's duplicate), so nothing was pushed.
     """
     payload = dict(payload)
+    if wurk.push_gates:
+        admitted, _ = admit(wurk.push_gates, [payload], at)
+        if not admitted:
+            return None
     if at is None:
         payload["enqueued_at"] = wire.now_stamp(wurk.config.timestamps)
     else:
@@ -199,11 +263,12 @@ class BufferedPusher:
     def buffered(self) -> int:
         return self._size
 
-    def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
         if not self._size:
             try:
-                self.inner.push(payloads, at)
-                return
+                return self.inner.push(payloads, at)
             except (redis_exceptions.RedisError, OSError) as exc:
                 if not self.wurk.config.client_buffer:
                     raise EnqueueError(
@@ -212,6 +277,7 @@ class BufferedPusher:
                     ) from exc
                 logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
         self._buffer(list(payloads), at)
+        return None
 
     def _buffer(self, payloads: list[Payload], at: float | None) -> None:
         limit = self.wurk.config.client_buffer
@@ -265,8 +331,15 @@ class Client:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def prepare(self, payload: Payload, created_at: float | int | None = None) -> Payload | None:
-        """Give the payload its jid and creation time, then run the client middleware."""
+    def prepare(
+        self, payload: Payload, created_at: float | int | None = None, at: float | None = None
+    ) -> Payload | None:
+        """Give the payload its jid and creation time, then run the client middleware.
+
+        A scheduled push's ``at`` is in the payload while the middleware runs, as in
+        Sidekiq's client (expiring jobs count from it), and taken out again afterwards: the
+        schedule set keeps it as the entry's score, not in the job.
+        """
         payload = dict(payload)
         if not payload.get("jid"):
             payload["jid"] = wire.new_jid()
@@ -275,19 +348,23 @@ class Client:
         chain = self.wurk.client_middleware
         if not len(chain):
             return payload
+        if at is not None:
+            payload["at"] = at
         # A promoted entry another producer wrote may have no queue: it goes to "default".
         queue = str(payload.get("queue") or "default")
         result: Payload | None = chain.invoke(lambda: payload, payload["class"], payload, queue)
+        if at is not None and result is not None:
+            result.pop("at", None)
         return result
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
-        prepared = self.prepare(payload)
+        prepared = self.prepare(payload, at=at)
         if prepared is None:
             return None
-        (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
-        return jid
+        return None if refused and jid in refused else jid
 
     def promote(self, key: str, member: bytes, payload: Payload) -> bool:
         """Move one sorted-set entry onto its queue atomically, as a normal push.
@@ -337,10 +414,13 @@ class Client:
             ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
+            first = len(jids)
             for payload in payloads[start : start + batch_size]:
-                prepared = self.prepare(payload, created_at)
+                prepared = self.prepare(payload, created_at, at)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
-            pusher.push(ready, at, delivery)
+            refused = pusher.push(ready, at, delivery)
+            if refused:
+                jids[first:] = [None if jid in refused else jid for jid in jids[first:]]
         return jids

@@ -19,7 +19,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django_wurk.core import activejob, coroutines, wire
-from django_wurk.core.client import BufferedPusher, Client, Pusher, RedisPusher, capture
+from django_wurk.core.client import BufferedPusher, Client, Pusher, PushGate, RedisPusher, capture
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
@@ -52,6 +52,8 @@ class Wurk:
         self.error_handlers: list[ErrorHandler] = []
         #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
         self.death_handlers: list[DeathHandler] = []
+        #: Decide at the moment new jobs are written which may be (``client.PushGate``).
+        self.push_gates: list[PushGate] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
@@ -110,7 +112,7 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too, so one test's additions never run in the next.
+        removed too (and push gates), so one test's additions never run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
@@ -118,6 +120,7 @@ class Wurk:
             self._redis = self._scripts = self._lines = None
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        gates = list(self.push_gates)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -126,6 +129,7 @@ class Wurk:
         finally:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
+            self.push_gates[:] = gates
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._redis, self._scripts, self._lines = saved

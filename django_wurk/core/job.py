@@ -169,8 +169,7 @@ class Job:
             value = getattr(cls, key)
             if value is not None:
                 raw[key] = value
-        # A feature's option may be a class attribute too (``encrypt = True``): read, it
-        # never goes silently unused, as it would if only ``options`` counted.
+        # A feature's option may be a class attribute too (``expires_in = 3600``), like ``queue``.
         for key in job_options:
             value = getattr(cls, key, None)
             if value is not None:

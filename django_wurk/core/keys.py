@@ -19,6 +19,8 @@ LEADER = "dear-leader"
 PAUSED = "paused"
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
+#: Jobs skipped because their ``expires_at`` had passed (expiring jobs; no Sidekiq key reads it).
+STAT_EXPIRED = "stat:expired"
 
 #: TTL of the daily stat keys: five years, as Sidekiq sets it on every flush.
 DAILY_STAT_TTL = 157_680_000
@@ -34,7 +36,8 @@ def queue(name: str) -> str:
 
 
 def daily_stat(kind: str, day: str) -> str:
-    """``stat:processed:2026-11-29``; ``kind`` is ``processed`` or ``failed``, ``day`` a UTC ISO date."""
+    """``stat:processed:2026-11-29``; ``kind`` is ``processed``, ``failed`` or ``expired``,
+    ``day`` a UTC ISO date."""
     return f"stat:{kind}:{day}"
 
 

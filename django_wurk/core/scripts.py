@@ -51,8 +51,20 @@ LEASE_ACQUIRE = Script.load("lease_acquire")
 LEASE_RENEW = Script.load("lease_renew")
 LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
+UNIQUE_LOCK = Script.load("unique_lock")
 
-ALL = (FETCH, PROMOTE, BURY, REQUEUE, PUSH_ONCE, LEASE_ACQUIRE, LEASE_RENEW, LEASE_RELEASE, BATCH)
+ALL = (
+    FETCH,
+    PROMOTE,
+    BURY,
+    REQUEUE,
+    PUSH_ONCE,
+    LEASE_ACQUIRE,
+    LEASE_RENEW,
+    LEASE_RELEASE,
+    BATCH,
+    UNIQUE_LOCK,
+)
 
 
 class Scripts:
@@ -158,6 +170,21 @@ class Scripts:
 
     def release_lease(self, key: str, owner: str) -> bool:
         return bool(self._run(LEASE_RELEASE, (key,), (owner,)))
+
+    # Unique jobs (unique_lock.lua; released with release_lease) ----------------------
+
+    def lock_unique(self, locks: Sequence[tuple[str, str, int]]) -> list[int | bytes]:
+        """Take each ``(key, jid, ttl seconds)`` lock in order; per lock 1 taken, 2 already
+        this jid's, 3 the key is not a lock, or the holding jid (bytes): refused.
+
+        Released by ``release_lease(key, jid)``: the same compare-and-delete.
+        """
+        script_keys = [key for key, _, _ in locks]
+        args: list[Any] = []
+        for _, jid, ttl in locks:
+            args += (jid, ttl)
+        reply: list[int | bytes] = self._run(UNIQUE_LOCK, script_keys, args)
+        return reply
 
     # Batches (batch.lua) ----------------------------------------------------------------
 

@@ -39,11 +39,12 @@ def test_dashboard_counters_history_and_redis(viewer: Client, r: Any) -> None:
     add_process(r, busy_jobs=2)
     r.set(keys.STAT_PROCESSED, 12345)
     r.set(keys.STAT_FAILED, 67)
+    r.set(keys.STAT_EXPIRED, 8)
     today = datetime.now(UTC).date().isoformat()
     r.set(keys.daily_stat("processed", today), 4321)
     page = text(viewer, url("changelist"))
     expected = {"processed": "12,345", "failed": "67", "busy": "2", "enqueued": "3", "scheduled": "1",
-                "retries": "2", "dead": "1", "processes": "1"}  # fmt: skip
+                "retries": "2", "dead": "1", "processes": "1", "expired": "8"}  # fmt: skip
     assert {name: stat_value(page, name) for name in expected} == expected
     assert '<svg class="wurk-chart"' in page and "Processed: 4321" in page  # the history chart's tooltip
     assert "last 30 days" in page and ("Valkey" in page or "Redis" in page)
@@ -67,7 +68,7 @@ def test_stats_json_is_shaped_like_sidekiq_webs(viewer: Client, r: Any) -> None:
     data = viewer.get(url("stats")).json()
     assert set(data) == {"sidekiq", "redis", "server_utc_time"}
     assert set(data["sidekiq"]) == {"processed", "failed", "busy", "processes", "enqueued", "scheduled",
-                                    "retries", "dead", "default_latency"}  # fmt: skip
+                                    "retries", "dead", "default_latency", "expired"}  # fmt: skip
     assert (
         data["sidekiq"]["processed"] == 10
         and data["sidekiq"]["enqueued"] == 1

@@ -227,7 +227,19 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "wrapped": [("int", 5), ("list", [])],
     "display_class": [("list", []), ("object", {}), ("empty", "")],
     "recovered": [("abc", "abc"), ("-1", -1), ("400 digits", Raw("9" * 400)), ("float", 1.5)],
-    "unique_for": [("abc", "abc")],
+    # Unique jobs: a worker reads these to release a lock; none may stop or lose the job.
+    "unique_for": [("abc", "abc"), ("string of digits", "600"), ("negative", -5), ("list", [600]),
+                   ("true", True), ("400 digits", Raw("9" * 400)), ("object", {})],
+    "unique_token": [("int", 5), ("not hex", "zz"), ("list", []), ("key-ish", "../x\n*"),
+                     ("64 hex, no lock", "a" * 64), ("10 KB", "f" * 10_000)],
+    "unlocks_at": [("abc", "abc"), ("list", [])],
+    # Expiring jobs: none of these is a deadline (the job runs, with a warning), and none of the
+    # expires_in values is a duration the poller's promotion could turn into one.
+    "expires_at": [("abc", "abc"), ("numeric text", "1767225600"), ("list", []), ("object", {}), ("true", True),
+                   ("-1", -1), ("0", 0), ("400 digits", Raw("9" * 400)), ("-400 digits", Raw("-" + "9" * 400)),
+                   ("1e308", 1e308)],
+    "expires_in": [("abc", "abc"), ("-1", -1), ("0", 0), ("1e300", 1e300), ("400 digits", Raw("9" * 400)),
+                   ("list", []), ("true", True)],
     "encrypt": [("true, plain args", True), ("string true", "true"), ("1", 1), ("object", {"a": 1}),
                 ("false", False)],
 }  # fmt: skip
@@ -464,6 +476,9 @@ def members(
             job_member(f"{mb} MB string argument", {"args": ["h" * (mb * 1_000_000)]}, fail, accept=True)
         for name, changes, runnable in ACTIVEJOB:
             job_member(name, changes, fail, runnable=runnable, ascii=True)
+        # Unique jobs: a worker reads unique_until of a job with unique_for to release its lock.
+        for label, until in (("int", 5), ("list", ["start"]), ("unknown word", "finish"), ("object", {})):
+            job_member(f"unique_until {label}", {"unique_for": 600, "unique_until": until}, fail)
     for cls in UNKNOWN_CLASSES:
         label = f"unknown class {cls[:40]!r}" + (f" ({len(cls):,} chars)" if len(cls) > 40 else "")
         job_member(label, {"class": cls}, True, runnable=False)
@@ -552,6 +567,7 @@ def load_odd_processes_queues_and_stats(r: Any, now: float) -> None:
     today = datetime.now(UTC)
     r.set(keys.STAT_PROCESSED, "abc")
     r.set(keys.STAT_FAILED, "1e400")
+    r.set(keys.STAT_EXPIRED, "-" + "9" * 400)
     r.set(keys.daily_stat("processed", today.date().isoformat()), "x")
     r.set(keys.daily_stat("failed", today.date().isoformat()), "-5")
     minute = keys.metrics_minute(today)

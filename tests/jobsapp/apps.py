@@ -7,4 +7,7 @@ class JobsAppConfig(AppConfig):
 
     def ready(self) -> None:
         # Not a "jobs" module (autodiscovered): imported here so runwurk subprocesses know them.
-        from tests.jobsapp import batch_jobs  # noqa: F401
+        from tests.jobsapp import (
+            batch_jobs,  # noqa: F401
+            unique_jobs,  # noqa: F401
+        )

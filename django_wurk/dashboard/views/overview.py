@@ -40,6 +40,8 @@ def stats_payload() -> dict[str, Any]:
             "retries": stats.retry_size,
             "dead": stats.dead_size,
             "default_latency": round(stats.default_queue_latency, 3),
+            # Not in Sidekiq Web's /stats: jobs skipped because they expired (docs/expiring.md).
+            "expired": stats.expired,
         },
         "redis": {name: info.get(name) for name in REDIS_FIELDS},
         "server_utc_time": datetime.now(UTC).strftime("%H:%M:%S UTC"),
@@ -99,6 +101,7 @@ def dashboard(request: HttpRequest, site: AdminSite) -> HttpResponse:
     cards = [
         ("processed", "Processed", s["processed"], ""),
         ("failed", "Failed", s["failed"], ""),
+        ("expired", "Expired", s["expired"], ""),
         ("busy", "Busy", s["busy"], "busy"),
         ("enqueued", "Enqueued", s["enqueued"], "queues"),
         ("scheduled", "Scheduled", s["scheduled"], "scheduled"),

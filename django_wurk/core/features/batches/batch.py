@@ -32,12 +32,21 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core import wire
-from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing
+from django_wurk.core.client import (
+    NO_DELIVERY,
+    Delivery,
+    EnqueueError,
+    PushGate,
+    admit,
+    capture,
+    capturing,
+    writes_to_redis,
+)
 from django_wurk.core.config import QUEUE_NAME, redact_url
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.callbacks import target_name
-from django_wurk.core.features.batches.script import CALLBACKS_MAX, run, writes_to_redis
+from django_wurk.core.features.batches.script import CALLBACKS_MAX, run
 from django_wurk.core.features.batches.status import EVENTS, BatchStatus
 from django_wurk.core.wire import Payload, check_json_native
 
@@ -353,6 +362,10 @@ class _Flush:
     def write(self) -> None:
         """One Lua call: check every batch, then write batches, callbacks and jobs."""
         config = self.wurk.config
+        if self.wurk.push_gates:
+            # The block's jobs are written now, so the push gates (unique jobs) decide now.
+            for entry in self.entries:
+                entry.jobs = _admitted(self.wurk.push_gates, entry.jobs)
         stamp = wire.now_stamp(config.timestamps)
         argv: list[Any] = [self.token, len(self.entries)]
         taken: list[int] = []
@@ -404,6 +417,20 @@ class _Flush:
         for entry, n in zip(self.entries, taken, strict=True):
             entry.batch._saved = True
             del entry.batch._callbacks[:n]
+
+
+def _admitted(
+    gates: list[PushGate], jobs: list[tuple[Payload, float | None]]
+) -> list[tuple[Payload, float | None]]:
+    """The jobs the gates let through, in push order (each group of one time asked once)."""
+    by_time: dict[float | None, list[Payload]] = {}
+    for payload, at in jobs:
+        by_time.setdefault(at, []).append(payload)
+    kept: set[int] = set()
+    for at, payloads in by_time.items():
+        admitted, _ = admit(gates, payloads, at)
+        kept.update(id(p) for p in admitted)
+    return [(payload, at) for payload, at in jobs if id(payload) in kept]
 
 
 def _refusal(outcome: str, bid: str) -> BatchError:

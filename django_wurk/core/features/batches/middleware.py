@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
-from django_wurk.core.client import capturing
+from django_wurk.core.client import capturing, writes_to_redis
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.batch import _Block, running_bid
-from django_wurk.core.features.batches.script import run, writes_to_redis
+from django_wurk.core.features.batches.script import run
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:

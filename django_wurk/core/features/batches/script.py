@@ -10,7 +10,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
-from django_wurk.core.client import RedisPusher
 from django_wurk.core.scripts import Scripts
 
 if TYPE_CHECKING:
@@ -37,17 +36,3 @@ def run(wurk: Wurk, op: str, *args: Any) -> Any:
         *args,
     ]
     return Scripts(wurk.lines.get().call).batch(argv)
-
-
-def writes_to_redis(wurk: Wurk) -> bool:
-    """False under the testing modes (``fake()``/``inline()``), which keep no batch state.
-
-    The pusher is a chain of wrappers (transactions, the outage buffer) around the one that
-    writes to Redis; a testing mode replaces the whole chain.
-    """
-    pusher: Any = wurk.pusher
-    while pusher is not None:
-        if isinstance(pusher, RedisPusher):
-            return True
-        pusher = getattr(pusher, "inner", None)
-    return False

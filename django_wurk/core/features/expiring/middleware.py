@@ -1,0 +1,136 @@
+"""How expiring jobs plug into the engine: one client and one server middleware.
+
+* Client middleware: a push whose payload has ``expires_in`` and no ``expires_at`` gets
+  ``expires_at`` = its scheduled time (``at``), else now, + ``expires_in``. Stamped once:
+  a retry or a scheduled job promoted later keeps the deadline it was given.
+* Server middleware: before every execution (a retry's too), a job whose ``expires_at``
+  has passed on this worker's clock is skipped: never run, and, since it returns like a
+  job that finished, acknowledged, counted as processed, and counted as a success by its
+  batch (Sidekiq Pro's rule). ``stat:expired`` and its daily twin count it, and one log
+  line says which job it was and how late.
+
+It sits after the batches middleware in the chain (batches prepend theirs, this one is
+appended), so a skipped batch job still reaches the batch's success count and never holds
+the batch pending.
+"""
+
+from __future__ import annotations
+
+import logging
+import reprlib
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from redis.exceptions import RedisError
+
+from django_wurk.core import keys, wire
+from django_wurk.core.client import writes_to_redis
+from django_wurk.core.features.expiring.option import EXPIRES_AT, EXPIRES_IN, absent, deadline, duration
+from django_wurk.core.wire import Payload
+
+if TYPE_CHECKING:
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.job import Job
+
+logger = logging.getLogger("django_wurk.expiring")
+
+
+def _shortener() -> Callable[[object], str]:
+    """``repr`` that keeps a hostile value quoted in a log line short (a 100 KB string, a
+    400-digit number: a few dozen characters)."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = short.maxlong = 60
+    short.maxlist = short.maxdict = 4
+    short.maxlevel = 2
+    return short.repr
+
+
+_short = _shortener()
+
+
+def _context(payload: Payload, queue: str) -> dict[str, Any]:
+    return {"jid": payload.get("jid", ""), "job_class": wire.job_display_class(payload), "queue": queue}
+
+
+class ExpiryClientMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(
+        self, job_class: str, payload: Payload, queue: str, call_next: Callable[[], Payload | None]
+    ) -> Payload | None:
+        wanted = payload.get(EXPIRES_IN)
+        if not absent(wanted) and absent(payload.get(EXPIRES_AT)):
+            seconds = duration(wanted)
+            if seconds is None:
+                # Another producer's payload (a promotion): the push goes on, without a deadline.
+                ctx = _context(payload, queue)
+                logger.warning(
+                    "job %r (%s, queue %r) has expires_in %s, not seconds > 0: it will not expire",
+                    ctx["jid"], ctx["job_class"], queue, _short(wanted), extra=ctx,
+                )  # fmt: skip
+            else:
+                origin = deadline(payload.get("at")) or time.time()
+                payload[EXPIRES_AT] = float(origin + seconds)
+        return call_next()
+
+
+class ExpiryServerMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        value = payload.get(EXPIRES_AT)
+        if absent(value):
+            call_next()
+            return
+        limit = deadline(value)
+        if limit is None:
+            ctx = _context(payload, queue)
+            logger.warning(
+                "job %r (%s, queue %r) has expires_at %s, not epoch seconds: running it as a job "
+                "that does not expire",
+                ctx["jid"], ctx["job_class"], queue, _short(value), extra=ctx,
+            )  # fmt: skip
+            call_next()
+            return
+        now = time.time()
+        if now <= limit:
+            call_next()
+            return
+        ctx = _context(payload, queue)
+        logger.info(
+            "job %r (%s, queue %r) expired %.3f sec ago: skipped without running",
+            ctx["jid"], ctx["job_class"], queue, now - limit, extra=ctx,
+        )  # fmt: skip
+        count_expired(self.wurk)
+
+
+def count_expired(wurk: Wurk) -> None:
+    """Add one to ``stat:expired`` and today's ``stat:expired:YYYY-MM-DD`` (kept as long as
+    Sidekiq keeps its daily stats).
+
+    The job is already skipped whatever happens here: a Redis error loses this one count,
+    logged, rather than failing (and so retrying) a job that must not run.
+    """
+    if not writes_to_redis(wurk):
+        return
+    daily = keys.daily_stat("expired", datetime.now(UTC).date().isoformat())
+    try:
+        wurk.lines.get().pipeline(
+            [("INCRBY", keys.STAT_EXPIRED, 1), ("INCRBY", daily, 1), ("EXPIRE", daily, keys.DAILY_STAT_TTL)]
+        )
+    except (RedisError, OSError) as exc:
+        logger.warning("could not count an expired job in %s: %s", keys.STAT_EXPIRED, exc)
+
+
+def install(wurk: Wurk) -> None:
+    """Plug expiring jobs into ``wurk`` (idempotent)."""
+    if ExpiryClientMiddleware not in wurk.client_middleware:
+        wurk.client_middleware.add(ExpiryClientMiddleware, wurk)
+    if ExpiryServerMiddleware not in wurk.server_middleware:
+        # Appended, never prepended: the batches middleware, which counts a skipped job as a
+        # success on its way out, must stay outside it.
+        wurk.server_middleware.add(ExpiryServerMiddleware, wurk)
