@@ -96,6 +96,20 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="django_wurk.E003",
             )
         )
+    unique = [
+        name
+        for name in encrypted
+        if (cls := registry.resolve(name)) is not None and getattr(cls, "_defaults", {}).get("unique_for")
+    ]
+    if unique:
+        errors.append(
+            Warning(
+                f"these encrypt=True jobs are unique_for too: {', '.join(unique)}; the unique lock is "
+                "taken over the encrypted argument, which differs at every push, so no duplicate is found",
+                hint="Drop one of the two options; see docs/encryption.md.",
+                id="django_wurk.W002",
+            )
+        )
     if (encrypted or config.encryption_keys) and importlib.util.find_spec("cryptography") is None:
         errors.append(
             Error(

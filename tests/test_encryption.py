@@ -66,6 +66,10 @@ class OSErrorJob(Job):
         raise FileNotFoundError(2, "No such file", path)
 
 
+@job(encrypt=True, unique_for=600, wire_name="enc.Unique")
+def unique_charge(user_id: int, bag: dict[str, Any]) -> None: ...
+
+
 class AttributeJob(Job):
     """``encrypt`` as a class attribute, like ``queue`` and ``retry``."""
 
@@ -77,7 +81,14 @@ class AttributeJob(Job):
             received.append([bag])
 
 
-ENCRYPTED = [charge.job_class, decline.job_class, once.job_class, OSErrorJob, AttributeJob]
+ENCRYPTED = [
+    charge.job_class,
+    decline.job_class,
+    once.job_class,
+    OSErrorJob,
+    AttributeJob,
+    unique_charge.job_class,
+]
 # Registered only while a test of this module runs: `manage.py check` elsewhere in the
 # suite must not find encrypt=True jobs in a configuration without keys.
 for _cls in ENCRYPTED:
@@ -364,6 +375,15 @@ def test_encrypt_as_a_class_attribute_seals_too(wurk: Wurk, r: Any) -> None:
     assert received == [[SECRET]]
 
 
+def test_unique_jobs_cannot_tell_encrypted_duplicates_apart(wurk: Wurk, r: Any) -> None:
+    """The unique lock is taken where the job is written, over the sealed argument, which
+    differs at every push: documented (and warned by `check`) rather than hidden."""
+    unique_charge.perform_async(1, {"card": SECRET})
+    unique_charge.perform_async(1, {"card": SECRET})
+    assert r.llen("queue:default") == 2
+    assert not leaks(everything_in_redis(r))
+
+
 def test_the_encrypt_option_must_be_a_bool() -> None:
     with pytest.raises(ValueError, match="encrypt must be True or False"):
         charge.set(encrypt="yes")
@@ -528,12 +548,16 @@ def test_check_reports_encrypted_jobs_without_keys_and_bad_keys(
     from django_wurk.checks import check_encryption, check_settings
 
     settings.WURK = {}
-    [error] = check_encryption()
+    error, _ = check_encryption()
     assert error.id == "django_wurk.E003" and "WURK['ENCRYPTION_KEYS']" in error.msg
     assert "enc.Charge" in error.msg and "enc.Decline" in error.msg
 
     settings.WURK = {"ENCRYPTION_KEYS": {1: base64.b64encode(KEY1).decode()}}
-    assert check_encryption() == [] and check_settings() == []
+    [warning] = check_encryption()
+    assert (
+        warning.id == "django_wurk.W002" and "enc.Unique" in warning.msg and "enc.Charge" not in warning.msg
+    )
+    assert check_settings() == []
 
     monkeypatch.setenv("WURK_ENCRYPTION_KEYS", "1:" + base64.b64encode(b"short").decode())
     [error] = check_settings()
