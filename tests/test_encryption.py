@@ -445,6 +445,7 @@ UNOPENABLE: list[tuple[str, Any, str]] = [
     ("huge ct", lambda: sealed_payload(ct=base64.b64encode(os.urandom(3_000_000)).decode()), "does not open"),
     ("format 2", lambda: sealed_payload(**{MARKER: 2}), "not a django-wurk"),
     ("jid not text", lambda: {**sealed_payload(), "jid": 5}, "text jid"),
+    ("jid with a newline", lambda: {**sealed_payload(), "jid": "a\nb"}, "without newlines"),
 ]  # fmt: skip
 
 

@@ -50,8 +50,11 @@ def is_envelope(value: Any) -> bool:
     return isinstance(value, dict) and value.get(MARKER) == FORMAT and set(value) == FIELDS
 
 
-def associated_data(version: str, jid: str, job_class: str) -> bytes:
-    return f"{MARKER}/{FORMAT}\n{version}\n{jid}\n{job_class}".encode()
+def associated_data(version: str, jid: str, job_class: str) -> bytes | None:
+    """None when a part holds a newline: the parts would not be told apart."""
+    if "\n" in version or "\n" in jid or "\n" in job_class:
+        return None
+    return f"{MARKER}/{FORMAT}\n{version}\n{jid}\n{job_class}".encode("utf-8", "surrogatepass")
 
 
 def _aesgcm(key: bytes) -> Any:
@@ -65,9 +68,12 @@ def _aesgcm(key: bytes) -> Any:
 
 
 def seal(value: Any, version: str, key: bytes, jid: str, job_class: str) -> dict[str, Any]:
+    aad = associated_data(version, jid, job_class)
+    if aad is None:
+        raise EncryptionError(f"{job_class[:100]!r}: an encrypted job's jid and class cannot hold a newline")
     nonce = os.urandom(NONCE_BYTES)
     plaintext = wire.dumps(value).encode("utf-8")
-    sealed = _aesgcm(key).encrypt(nonce, plaintext, associated_data(version, jid, job_class))
+    sealed = _aesgcm(key).encrypt(nonce, plaintext, aad)
     ciphertext, tag = sealed[:-TAG_BYTES], sealed[-TAG_BYTES:]
     return {
         MARKER: FORMAT,
@@ -104,13 +110,18 @@ def open_envelope(envelope: Any, keys: Any, jid: Any, job_class: Any) -> Any:
         raise UndecryptableJob(
             f"the encrypted argument's iv must be {NONCE_BYTES} bytes and its tag {TAG_BYTES} bytes"
         )
-    if not isinstance(jid, str) or not isinstance(job_class, str):
-        raise UndecryptableJob("an encrypted job needs a text jid and class")
+    aad = (
+        associated_data(version, jid, job_class)
+        if isinstance(jid, str) and isinstance(job_class, str)
+        else None
+    )
+    if aad is None:
+        raise UndecryptableJob("an encrypted job needs a text jid and class, without newlines")
     cipher = _aesgcm(key)  # without the package: an EncryptionError, retried once it is installed
     from cryptography.exceptions import InvalidTag
 
     try:
-        plaintext = cipher.decrypt(nonce, ciphertext + tag, associated_data(version, jid, job_class))
+        plaintext = cipher.decrypt(nonce, ciphertext + tag, aad)
     except InvalidTag:
         raise UndecryptableJob(
             f"the encrypted argument does not open with key version {version!r}: it was changed, "
