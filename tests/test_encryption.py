@@ -586,3 +586,30 @@ def test_runwurk_refuses_to_start_with_a_short_key_and_does_not_print_it(redis_u
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "WURK['ENCRYPTION_KEYS']" in stderr and "is 16 bytes" in stderr and short not in stderr
+
+
+def test_without_the_cryptography_package_a_push_says_what_to_install(
+    wurk: Wurk, r: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "cryptography.hazmat.primitives.ciphers.aead", None)
+    with pytest.raises(EncryptionError, match=r"django-wurk\[encryption\]"):
+        charge.perform_async(1, {"card": SECRET})
+    assert r.llen("queue:default") == 0
+
+
+def test_check_reports_a_missing_cryptography_package(
+    clean_environment: None, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from django_wurk.checks import check_encryption
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "cryptography" else real(name, *a)
+    )
+    settings.WURK = {"ENCRYPTION_KEYS": {1: base64.b64encode(KEY1).decode()}}
+    ids = [e.id for e in check_encryption()]
+    assert "django_wurk.E004" in ids
