@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from django.apps import AppConfig
 from django.conf import settings
 from django.utils.module_loading import autodiscover_modules
@@ -30,3 +32,8 @@ class WurkConfig(AppConfig):
         tasks_setting = getattr(settings, "TASKS", {}) or {}
         if any(str(b.get("BACKEND", "")).startswith("django_wurk.") for b in tasks_setting.values()):
             autodiscover_modules("tasks")
+        # Celery-style projects call app.autodiscover_tasks(); django_wurk.celery imports no
+        # Django, so it asks us: for the names asked so far, and from now on at once.
+        celery_tasks = sys.modules.get("django_wurk.celery.task")
+        if celery_tasks is not None:
+            celery_tasks.set_discoverer(autodiscover_modules)

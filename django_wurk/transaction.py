@@ -258,7 +258,9 @@ class TransactionAwarePusher:
         """Push now (telling the caller which jobs a gate refused), or later: at the commit,
         or through the outbox, where a refusal comes too late to change what was returned."""
         app = app_settings()
-        if app.enqueue == "immediate" or delivery.get("on_commit") is False:
+        wanted = delivery.get("on_commit")
+        # An explicit on_commit=True (Celery's delay_on_commit) defers even under ENQUEUE="immediate".
+        if (app.enqueue == "immediate" and wanted is not True) or wanted is False:
             return self.inner.push(payloads, at)
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None

@@ -213,12 +213,15 @@ def writes_to_redis(wurk: Engine) -> bool:
     return False
 
 
-def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> bool | None:
+def push_once(
+    wurk: Engine, marker: str, payload: Payload, at: float | None, ttl: int = keys.OUTBOX_MARKER_TTL
+) -> bool | None:
     """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
 
-    The outbox relay's step: atomic with the marker, so retries after a crash never
-    duplicate a job. ``enqueued_at`` is stamped now (or dropped for a scheduled push).
-    ``None``: a push gate refused the job (a unique job's duplicate), so nothing was pushed.
+    The outbox relay's step (and the Celery drain's): atomic with the marker, kept ``ttl``
+    seconds, so retries after a crash never duplicate a job. ``enqueued_at`` is stamped now
+    (or dropped for a scheduled push). ``None``: a push gate refused the job (a unique
+    job's duplicate), so nothing was pushed.
     """
     payload = dict(payload)
     if wurk.push_gates:
@@ -231,7 +234,7 @@ def push_once(wurk: Engine, marker: str, payload: Payload, at: float | None) -> 
         payload.pop("enqueued_at", None)
     queue = str(payload.get("queue") or "default")
     jid = str(payload.get("jid") or "")
-    return wurk.scripts.push_once(marker, keys.OUTBOX_MARKER_TTL, queue, wire.dumps(payload), at, jid)
+    return wurk.scripts.push_once(marker, ttl, queue, wire.dumps(payload), at, jid)
 
 
 class BufferedPusher:

@@ -188,6 +188,15 @@ class Job:
         """Called once when retries run out; return ``"discard"`` to skip the dead set."""
         return None
 
+    def retry_requested(self, exc: BaseException) -> int | float | None:
+        """Seconds until a retry this job asked for itself (Celery's ``self.retry()``), or None.
+
+        A requested retry is not a failure to be rationed: it goes to the retry set at exactly
+        that delay (no jitter), whatever the ``retry`` limit, because the code asking for it
+        has already counted (``django_wurk.celery`` uses this). None: the usual rules apply.
+        """
+        return None
+
     # Batches (see docs/batches.md) -------------------------------------------------------
 
     @property

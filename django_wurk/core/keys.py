@@ -117,3 +117,23 @@ def parse_private_queue(key: str) -> tuple[str, str] | None:
         return None
     identity, sep, queue_name = key[len(PRIVATE_QUEUE_PREFIX) :].rpartition("|")
     return (identity, queue_name) if sep and identity and queue_name else None
+
+
+#: The lease one Celery-broker drain holds at a time, in the *broker's* Redis (beside the
+#: lists it takes messages from), so two drains never resume each other's messages.
+CELERY_DRAIN_LOCK = "wurk-celery-drain"
+#: How long a drained message's "already pushed" marker lives in wurk's Redis: far longer
+#: than a killed drain stays down before it is restarted and resumes the message it held.
+CELERY_DRAIN_MARKER_TTL = 7 * 24 * 3600
+
+
+def celery_drain_held(queue_name: str) -> str:
+    """The broker list holding the message a drain took from Celery queue ``queue_name`` and
+    has not finished yet (moved there atomically, removed once the job is in wurk's Redis)."""
+    return f"wurk-celery-drain:held:{queue_name}"
+
+
+def celery_drain_marker(delivery: str) -> str:
+    """Set, in wurk's Redis, once the broker message ``delivery`` (kombu's per-publish
+    delivery tag) was pushed as a job, so a drain resuming it never pushes it twice."""
+    return f"wurk-celery-drain:pushed:{delivery}"

@@ -52,6 +52,7 @@ LEASE_RENEW = Script.load("lease_renew")
 LEASE_RELEASE = Script.load("lease_release")
 BATCH = Script.load("batch")
 UNIQUE_LOCK = Script.load("unique_lock")
+CELERY_RESTORE = Script.load("celery_restore")
 
 ALL = (
     FETCH,
@@ -64,6 +65,7 @@ ALL = (
     LEASE_RELEASE,
     BATCH,
     UNIQUE_LOCK,
+    CELERY_RESTORE,
 )
 
 
@@ -194,3 +196,14 @@ class Scripts:
         The script names every batch key from the bid in ``argv``, so it takes no KEYS.
         """
         return self._run(BATCH, (), argv)
+
+    # A Celery broker (the Celery drain binds Scripts to the broker's connection) -------
+
+    def celery_restore(
+        self, unacked: str, unacked_index: str, queue_list: str, tag: bytes, entry: bytes, message: str
+    ) -> bool:
+        """Move kombu's unacked ``entry`` (under ``tag``) back onto ``queue_list`` as ``message``.
+
+        False when the entry is gone or changed since it was read (acknowledged, restored).
+        """
+        return bool(self._run(CELERY_RESTORE, (unacked, unacked_index, queue_list), (tag, entry, message)))

@@ -132,6 +132,19 @@ def args_text(args: Any) -> str:
 
 
 @register.filter
+def call_text(record: Any) -> str:
+    """A job's arguments as one line, with the keyword arguments of a ``kwargs`` payload key
+    (Celery tasks, django.tasks) written ``name=value`` after the positional ones."""
+    args = record.display_args
+    kwargs = record.get("kwargs") if record.payload is not None else None
+    if not isinstance(kwargs, dict) or not kwargs or not isinstance(args, list):
+        return args_text(args)
+    parts = [as_json(a) for a in args] + [f"{k}={as_json(v)}" for k, v in kwargs.items()]
+    text = ", ".join(parts)
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1] + "…"
+
+
+@register.filter
 def pretty(value: Any) -> str:
     """Indented JSON (escaped by the template like any text)."""
     return as_json(value, indent=2)

@@ -6,8 +6,10 @@ class JobsAppConfig(AppConfig):
     label = "jobsapp"
 
     def ready(self) -> None:
-        # Not a "jobs" module (autodiscovered): imported here so runwurk subprocesses know them.
-        from tests.jobsapp import (
-            batch_jobs,  # noqa: F401
-            unique_jobs,  # noqa: F401
+        # Not "jobs" modules (autodiscovered): imported here so runwurk subprocesses know them.
+        # celery_drain_tasks: the Celery-named tasks the Celery drain's tests move messages to.
+        from tests.jobsapp import (  # noqa: F401
+            batch_jobs,
+            celery_drain_tasks,
+            unique_jobs,
         )

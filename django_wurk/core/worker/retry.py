@@ -126,6 +126,11 @@ class RetryHandler:
         if limit is not None:
             msg["error_backtrace"] = wire.encode_backtrace(backtrace_lines(exc.__traceback__, limit))
 
+        requested = self._requested(job, exc)
+        if requested is not None:
+            self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): now + min(requested, MAX_RETRY_DELAY)})
+            return "retry"
+
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else config.max_retries
         retry_for = msg.get("retry_for")
         if unrunnable:
@@ -148,6 +153,20 @@ class RetryHandler:
                 self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): score})
                 return "retry"
         return self._exhausted(job, msg, exc)
+
+    def _requested(self, job: Any, exc: BaseException) -> float | None:
+        """The delay of a retry the job asked for itself (``Job.retry_requested``), if any."""
+        hook = getattr(job, "retry_requested", None)
+        if hook is None:
+            return None
+        try:
+            value = hook(exc)
+        except Exception:
+            logger.exception("retry_requested of %s raised; treating it as a failure", type(job).__qualname__)
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value:
+            return max(float(value), 0.0)
+        return None
 
     def _delay(self, job: Any, count: int, exc: BaseException) -> float | int | str:
         if job is not None:

@@ -1,0 +1,367 @@
+"""Signatures: a task call written down, to be sent later (``add.s(2, 2)``, ``signature("proj.add")``).
+
+A ``Signature`` is a dict, as in Celery (``task``, ``args``, ``kwargs``, ``options``,
+``immutable``, ``subtask_type``), so it is JSON and can ride in a payload as an argument;
+``signature(d)`` turns such a dict back into one. Arguments are kept in kombu's JSON when
+the signature is serialised, like any task argument.
+
+``chain`` carries its remaining steps in the job's payload; ``group`` is a batch; ``chord``
+is a batch whose ``success`` callback calls the body with the header's results.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+from django_wurk.celery import codec
+from django_wurk.celery.exceptions import ImproperlyConfigured
+from django_wurk.celery.results import AsyncResult
+from django_wurk.core import wire
+from django_wurk.core.features.batches import BatchCallback
+
+logger = logging.getLogger("django_wurk.celery")
+
+#: ``(name, local) -> task``: the task a signature names. ``django_wurk.celery.task`` sets it
+#: (it defines tasks, and builds signatures, so it sits above this module). With ``local``
+#: False, a name this process does not define gives a task that only sends by name.
+_resolve: Callable[[str, bool], Any] | None = None
+
+
+def set_resolver(resolve: Callable[[str, bool], Any]) -> None:
+    global _resolve
+    _resolve = resolve
+
+
+def _task(name: str, local: bool) -> Any:
+    task = _resolve(name, local) if _resolve is not None else None
+    if task is None:
+        raise LookupError(f"no task named {name!r} is defined in this process")
+    return task
+
+
+class Signature(dict[str, Any]):
+    def __init__(
+        self,
+        task: str | Mapping[str, Any],
+        args: Sequence[Any] | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        options: Mapping[str, Any] | None = None,
+        immutable: bool = False,
+        subtask_type: str | None = None,
+        **extra_options: Any,
+    ) -> None:
+        if isinstance(task, Mapping):
+            data = dict(task)
+            task = data.get("task", "")
+            args, kwargs = data.get("args"), data.get("kwargs")
+            options, immutable = data.get("options"), bool(data.get("immutable", False))
+            subtask_type = data.get("subtask_type")
+        if not isinstance(task, str) or not task:
+            raise ValueError(f"a signature needs a task name, got {task!r}")
+        super().__init__(
+            task=task,
+            args=list(args or ()),
+            kwargs=dict(kwargs or {}),
+            options={**dict(options or {}), **extra_options},
+            subtask_type=subtask_type,
+            immutable=immutable,
+        )
+
+    @property
+    def task(self) -> str:
+        return str(self["task"])
+
+    @property
+    def name(self) -> str:
+        return self.task
+
+    @property
+    def args(self) -> list[Any]:
+        return list(self["args"])
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        return dict(self["kwargs"])
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return dict(self["options"])
+
+    @property
+    def immutable(self) -> bool:
+        return bool(self["immutable"])
+
+    def clone(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+              **options: Any) -> Signature:  # fmt: skip
+        """A copy with ``args`` put before its own (unless immutable) and ``kwargs``/``options`` merged."""
+        new_args, new_kwargs = self.args, self.kwargs
+        if not self.immutable:
+            new_args = [*(args or ()), *new_args]
+            new_kwargs = {**new_kwargs, **dict(kwargs or {})}
+        return Signature(self.task, new_args, new_kwargs, {**self.options, **options}, self.immutable,
+                         self["subtask_type"])  # fmt: skip
+
+    def set(self, immutable: bool | None = None, **options: Any) -> Signature:
+        """Change this signature's options in place (``queue=``, ``countdown=``...), as Celery's."""
+        if immutable is not None:
+            self["immutable"] = immutable
+        self["options"] = {**self.options, **options}
+        return self
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    **options: Any) -> AsyncResult:  # fmt: skip
+        sig = self.clone(args, kwargs, **options)
+        result: AsyncResult = _task(sig.task, False).apply_async(sig.args, sig.kwargs, **sig.options)
+        return result
+
+    def delay(self, *args: Any, **kwargs: Any) -> AsyncResult:
+        return self.apply_async(args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the task here, now (Celery: calling a signature calls the task)."""
+        sig = self.clone(args, kwargs)
+        return _task(sig.task, True)(*sig.args, **sig.kwargs)
+
+    def __or__(self, other: Any) -> chain:  # type: ignore[override]
+        """``a.s() | b.s()``: a chain (not a dict merge)."""
+        return chain(self, other)
+
+    def __repr__(self) -> str:
+        args = ", ".join(
+            [*(repr(a) for a in self["args"]), *(f"{k}={v!r}" for k, v in self["kwargs"].items())]
+        )
+        return f"{self.task}({args}){'!' if self.immutable else ''}"
+
+
+def signature(varies: str | Mapping[str, Any], *args: Any, **kwargs: Any) -> Signature:
+    """``signature("proj.add", args=(2, 2))``, or a signature back from its dict form."""
+    if isinstance(varies, Signature):
+        return varies.clone()
+    return Signature(varies, *args, **kwargs)
+
+
+subtask = signature
+
+
+# Workflows: chain, group, chord ------------------------------------------------------------------
+
+#: The payload key holding the rest of a chain (signatures in kombu JSON), as Celery's message
+#: carries it: when the job succeeds, the first is called with its return value, given the rest.
+CHAIN_KEY = "chain"
+
+
+def _with_ids(sigs: Sequence[Signature]) -> list[Signature]:
+    """Copies with a task id each, chosen now, so every result is addressable before anything runs."""
+    out = []
+    for sig in sigs:
+        sig = signature(sig)
+        if not sig.options.get("task_id"):
+            sig.set(task_id=wire.new_jid())
+        out.append(sig)
+    return out
+
+
+class chain:
+    """``chain(a.s(1), b.s(), c.s())`` or ``a.s(1) | b.s() | c.s()``: each result feeds the next.
+
+    The rest of the chain rides in the job's payload (``chain``); a step that fails or expires
+    ends the chain, as in Celery. ``apply_async()`` returns the last step's ``AsyncResult``,
+    whose ``parent`` is the step before it.
+    """
+
+    tasks: list[Signature]
+
+    def __init__(self, *tasks: Any) -> None:
+        flat: list[Any] = []
+        for item in tasks:
+            if isinstance(item, chain):
+                flat.extend(item.tasks)
+            elif isinstance(item, Mapping):
+                flat.append(item)
+            else:
+                flat.extend(item)
+        if not flat:
+            raise ValueError("a chain needs at least one signature")
+        for sig in flat:
+            if not isinstance(sig, Mapping) or "task" not in sig:
+                raise TypeError(f"a chain holds task signatures only (no group or chord inside), got {sig!r}")
+        self.tasks = [signature(s) for s in flat]
+
+    def __or__(self, other: Any) -> chain:
+        return chain(self, other)
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    **options: Any) -> AsyncResult:  # fmt: skip
+        steps = _with_ids(self.tasks)
+        first, rest = steps[0], steps[1:]
+        _task(first.task, False).apply_async(
+            *_call_args(first, args, kwargs), **{**first.options, **options}, _chain=list(rest)
+        )
+        result: AsyncResult | None = None
+        for step in steps:
+            current = AsyncResult(step.options["task_id"], step.task)
+            current.parent = result
+            result = current
+        assert result is not None
+        return result
+
+    def delay(self, *args: Any, **kwargs: Any) -> AsyncResult:
+        return self.apply_async(args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> AsyncResult:
+        return self.apply_async(args, kwargs)
+
+
+def _call_args(
+    sig: Signature, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None
+) -> tuple[Any, ...]:
+    merged = sig.clone(args, kwargs)
+    return (merged.args, merged.kwargs)
+
+
+def continue_chain(rest: Any, value: Any) -> None:
+    """Call the next step of a chain with ``value`` (run by the worker after a step succeeded).
+
+    A rest that cannot be read or sent (another program's payload: not signatures, a bad
+    task id or option) is logged and the chain stops there: the step itself has run. A push
+    that cannot reach Redis raises, so the failure is recorded with the job.
+    """
+    try:
+        steps = codec.decode(rest)
+        if not isinstance(steps, list) or not steps:
+            raise ValueError("not a list of signatures")
+        nxt = Signature(steps[0])
+        call = _call_args(nxt, (value,), None)
+        _task(nxt.task, False).apply_async(*call, **nxt.options, _chain=steps[1:])
+    except (ValueError, TypeError, LookupError, ImproperlyConfigured) as exc:
+        logger.error(
+            "the rest of a chain cannot be sent (%s: %s); the chain stops here", type(exc).__name__, exc
+        )
+
+
+class GroupResult:
+    """The results of a group, in the order of its signatures; ``id`` is the batch's bid."""
+
+    def __init__(self, id: str, results: Sequence[AsyncResult]) -> None:
+        self.id = id
+        self.results = list(results)
+
+    def ready(self) -> bool:
+        return all(r.ready() for r in self.results)
+
+    def successful(self) -> bool:
+        return all(r.successful() for r in self.results)
+
+    def failed(self) -> bool:
+        return any(r.failed() for r in self.results)
+
+    def completed_count(self) -> int:
+        return sum(1 for r in self.results if r.successful())
+
+    def waiting(self) -> bool:
+        return not self.ready()
+
+    def get(self, timeout: float | None = None, propagate: bool = True, **options: Any) -> list[Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        values = []
+        for result in self.results:
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            values.append(result.get(timeout=left, propagate=propagate, **options))
+        return values
+
+    join = get
+
+    def __iter__(self) -> Iterator[AsyncResult]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __repr__(self) -> str:
+        return f"<GroupResult: {self.id} [{', '.join(r.id for r in self.results)}]>"
+
+
+class group:
+    """``group(a.s(1), a.s(2))``: run them in parallel, as one batch (shown on the Batches page)."""
+
+    def __init__(self, *tasks: Signature | Sequence[Signature]) -> None:
+        flat: list[Any] = []
+        for item in tasks:
+            flat.extend([item] if isinstance(item, Mapping) else item)
+        for sig in flat:
+            if not isinstance(sig, Mapping) or "task" not in sig:
+                raise TypeError(f"a group holds task signatures only, got {sig!r}")
+        self.tasks = [signature(s) for s in flat]
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    **options: Any) -> GroupResult:  # fmt: skip
+        return self._push(args, kwargs, options, None)
+
+    def delay(self, *args: Any, **kwargs: Any) -> GroupResult:
+        return self.apply_async(args, kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> GroupResult:
+        return self.apply_async(args, kwargs)
+
+    def _push(self, args: Sequence[Any] | None, kwargs: Mapping[str, Any] | None, options: Mapping[str, Any],
+              body: Signature | None) -> GroupResult:  # fmt: skip
+        from django_wurk.core.features.batches import Batch
+
+        steps = _with_ids(self.tasks)
+        batch = Batch(description=f"celery {'chord' if body else 'group'} of {len(steps)}", parent=None)
+        if body is not None:
+            batch.on(
+                "success",
+                ChordCallback,
+                {"body": codec.encode(body), "ids": [s.options["task_id"] for s in steps]},
+            )
+        with batch.jobs():
+            for step in steps:
+                _task(step.task, False).apply_async(
+                    *_call_args(step, args, kwargs), **{**step.options, **options}
+                )
+        return GroupResult(str(batch.bid), [AsyncResult(s.options["task_id"], s.task) for s in steps])
+
+
+class chord:
+    """``chord(header)(body)``: run the header group, then ``body`` with the list of its results.
+
+    The header is a batch and the body is pushed by its ``success`` callback, once every header
+    task has succeeded. A header task that fails for good means the batch never succeeds: the
+    body does not run (Celery would call it with a ``ChordError``); the batch's page shows the death.
+    """
+
+    def __init__(self, header: group | Sequence[Signature], body: Signature | None = None) -> None:
+        self.header = header if isinstance(header, group) else group(*header)
+        self.body = signature(body) if body is not None else None
+
+    def __call__(self, body: Signature | None = None, **options: Any) -> AsyncResult:
+        return self.apply_async(body=body, **options)
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    body: Signature | None = None, **options: Any) -> AsyncResult:  # fmt: skip
+        chosen = signature(body) if body is not None else self.body
+        if chosen is None:
+            raise ValueError("a chord needs a body: chord(header)(body)")
+        [chosen] = _with_ids([chosen])
+        header = self.header._push(args, kwargs, options, chosen)
+        result = AsyncResult(chosen.options["task_id"], chosen.task)
+        result.parent = header
+        return result
+
+
+class ChordCallback(BatchCallback):
+    """A chord's header batch succeeded: call its body with the header's results, in order."""
+
+    def on_success(self, status: Any, options: dict[str, Any]) -> None:
+        body = Signature(codec.decode(options["body"]))
+        ids = options.get("ids")
+        if not isinstance(ids, list):
+            raise ValueError("chord callback without the header's task ids")
+        values = [AsyncResult(str(i)).result for i in ids]
+        # At least once, like every callback job: run twice, it pushes the body again, under
+        # the same task id.
+        _task(body.task, False).apply_async(*_call_args(body, (values,), None), **body.options)

@@ -1,0 +1,79 @@
+"""The wurk job behind each Celery task: what a worker runs when it fetches one.
+
+Every task gets its own registered ``Job`` class whose wire name is the task's Celery name
+(``proj.tasks.add``), so the dashboard names it, and only tasks defined in code ever run:
+a payload never chooses what to import.
+
+Its payload has ``"retry": 0``: in Celery an exception the task does not turn into a retry
+(``self.retry()``, ``autoretry_for``) is a FAILURE, so here it goes straight to the dead set,
+where it can still be retried by hand. A retry the task asks for is a ``Retry`` exception,
+which ``retry_requested`` hands to the engine as an exact delay: the job lands in the retry
+set (``retry_count`` counts Celery's retries) and comes back at that time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, ClassVar, Protocol
+
+from django_wurk.celery.exceptions import Retry
+from django_wurk.core.engine import Wurk
+from django_wurk.core.features.expiring import EXPIRES_AT, ExpiryServerMiddleware
+from django_wurk.core.features.expiring.option import deadline
+from django_wurk.core.job import Job
+from django_wurk.core.wire import Payload
+
+
+class Runner(Protocol):
+    """What runs the task for the job: the ``Task`` (named here, not imported: it builds this class)."""
+
+    def execute(self, job: CeleryJob, args: list[Any]) -> Any: ...
+
+    def record_revoked(self, task_id: str, payload: Payload) -> None: ...
+
+
+class CeleryJob(Job, abstract=True):
+    task: ClassVar[Runner]
+    retry = 0
+
+    def perform(self, *args: Any) -> Any:
+        return type(self).task.execute(self, list(args))
+
+    def retry_requested(self, exc: BaseException) -> float | None:
+        if not isinstance(exc, Retry):
+            return None
+        when = exc.when
+        if isinstance(when, datetime):
+            return max(when.timestamp() - time.time(), 0.0)
+        if isinstance(when, (int, float)) and not isinstance(when, bool):
+            return max(float(when), 0.0)
+        return 0.0
+
+
+class RecordRevoked:
+    """Server middleware: a Celery task whose ``expires_at`` has passed gets a REVOKED result.
+
+    The expiring-jobs feature's middleware, which runs after this one, then skips the job
+    (and counts it in ``stat:expired``), as it does for every expiring job. This one only
+    writes what Celery's result would say, so ``AsyncResult.get()`` raises
+    ``TaskRevokedError`` instead of waiting for a run that will never come.
+    """
+
+    def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        if isinstance(job, CeleryJob):
+            limit = deadline(payload.get(EXPIRES_AT))
+            if limit is not None and time.time() > limit:
+                type(job).task.record_revoked(str(payload.get("jid", "")), payload)
+        call_next()
+
+
+def install(wurk: Wurk) -> None:
+    """Plug the REVOKED record in just before the expiry check (idempotent)."""
+    if RecordRevoked in wurk.server_middleware:
+        return
+    if ExpiryServerMiddleware in wurk.server_middleware:
+        wurk.server_middleware.insert_before(ExpiryServerMiddleware, RecordRevoked)
+    else:
+        wurk.server_middleware.add(RecordRevoked)
