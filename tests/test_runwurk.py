@@ -85,12 +85,14 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
     wait_for(lambda: r.llen("seen:echo") == 2, timeout=15)
     wait_for(lambda: r.llen("seen:server-middleware") == 1, timeout=15)
     # Worker threads close stale database connections around each job, as Django does per request;
-    # batches count the jobs of batches; unique jobs release their lock; expiring jobs skip a job
-    # past its deadline; encryption, last, opens an encrypted argument around perform only.
+    # batches count the jobs of batches; unique jobs release their lock; Celery tasks record a
+    # revoked task; expiring jobs skip a job past its deadline; encryption, last, opens an
+    # encrypted argument around perform only.
     middleware = [
         "CloseOldConnections",
         "BatchServerMiddleware",
         "UniqueServerMiddleware",
+        "RecordRevoked",
         "ExpiryServerMiddleware",
         "EncryptionServerMiddleware",
     ]
