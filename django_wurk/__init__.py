@@ -15,6 +15,7 @@ from django_wurk.core.features import expiring as _expiring  # noqa: F401 - decl
 from django_wurk.core.features import limiters as _limiters  # noqa: F401 - reschedules rate-limited jobs
 from django_wurk.core.features import unique as _unique  # noqa: F401 - declares unique_for/unique_until
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
+from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
@@ -26,6 +27,7 @@ __all__ = [
     "ClientBufferFull",
     "Config",
     "ConfigError",
+    "EncryptionError",
     "EnqueueError",
     "Job",
     "JobFunction",

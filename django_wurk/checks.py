@@ -86,3 +86,60 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
         for problem in entry_problems(raw, registry)
     ]
+
+
+@register("wurk")
+def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``encrypt=True`` jobs need a key, and keys need the ``cryptography`` package.
+
+    Found here rather than at the first push, which would fail in a request or, in a worker,
+    leave the jobs' arguments unreadable.
+    """
+    import importlib.util
+
+    from django_wurk.conf import build_config
+    from django_wurk.core.registry import registry
+
+    try:
+        config = build_config()
+    except ConfigError:
+        return []  # check_settings reports it
+    encrypted = sorted(
+        name
+        for name in registry.names()
+        if (cls := registry.resolve(name)) is not None
+        and getattr(cls, "_defaults", {}).get("encrypt") is True
+    )
+    errors: list[CheckMessage] = []
+    if encrypted and not config.encryption_keys:
+        errors.append(
+            Error(
+                f"WURK['ENCRYPTION_KEYS'] is empty, but these jobs are encrypt=True: {', '.join(encrypted)}",
+                hint="Set WURK['ENCRYPTION_KEYS'] (or WURK_ENCRYPTION_KEYS / WURK_ENCRYPTION_KEYS_FILE); "
+                "see docs/encryption.md.",
+                id="django_wurk.E004",
+            )
+        )
+    unique = [
+        name
+        for name in encrypted
+        if (cls := registry.resolve(name)) is not None and getattr(cls, "_defaults", {}).get("unique_for")
+    ]
+    if unique:
+        errors.append(
+            Warning(
+                f"these encrypt=True jobs are unique_for too: {', '.join(unique)}; the unique lock is "
+                "taken over the encrypted argument, which differs at every push, so no duplicate is found",
+                hint="Drop one of the two options; see docs/encryption.md.",
+                id="django_wurk.W002",
+            )
+        )
+    if (encrypted or config.encryption_keys) and importlib.util.find_spec("cryptography") is None:
+        errors.append(
+            Error(
+                "WURK['ENCRYPTION_KEYS'] needs the 'cryptography' package, which is not installed",
+                hint="pip install 'django-wurk[encryption]'",
+                id="django_wurk.E005",
+            )
+        )
+    return errors

@@ -86,8 +86,8 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
     wait_for(lambda: r.llen("seen:server-middleware") == 1, timeout=15)
     # Worker threads close stale database connections around each job, as Django does per request;
     # rate-limited jobs are rescheduled (outside the features that must see them raise), unique
-    # jobs release their locks, batches count their jobs, Celery tasks record REVOKED and expired
-    # jobs are skipped.
+    # jobs release their locks, batches count their jobs, Celery tasks record REVOKED, expired
+    # jobs are skipped, and encryption, last, opens an encrypted argument around perform only.
     middleware = [
         "CloseOldConnections",
         "LimiterServerMiddleware",
@@ -95,6 +95,7 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
         "BatchServerMiddleware",
         "RecordRevoked",
         "ExpiryServerMiddleware",
+        "EncryptionServerMiddleware",
     ]
     assert json.loads(r.lindex("seen:server-middleware", 0)) == middleware
 

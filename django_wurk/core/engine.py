@@ -37,6 +37,12 @@ class UnknownJobError(LookupError):
     """A payload names a class no job registered; it retries, so a deploy race heals itself."""
 
 
+class UnrunnableJob(Exception):
+    """Raised while running a job whose payload can never run as it is (an encrypted argument
+    no key opens): retrying would fail the same way, so the retry handler buries the job in
+    the dead set at once, as it was fetched, with this message as the reason."""
+
+
 class Wurk:
     def __init__(self, job_registry: Registry = registry) -> None:
         self.registry = job_registry
@@ -226,10 +232,12 @@ class Execution:
         job = self.job = self._job_class(wrapped)()
         job.jid = payload.get("jid", "")
         job.payload = payload
-        args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
         result: list[Any] = [None]
 
         def perform() -> None:
+            # Read here, inside the middleware: a server middleware may give the job other
+            # arguments than the stored ones (encryption opens the last one only for the run).
+            args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
             value = job.perform(*args, **kwargs)
             # Most jobs return None: skip the awaitable checks for them, this is the hot path.
             result[0] = (

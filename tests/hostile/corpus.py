@@ -240,8 +240,41 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
                    ("1e308", 1e308)],
     "expires_in": [("abc", "abc"), ("-1", -1), ("0", 0), ("1e300", 1e300), ("400 digits", Raw("9" * 400)),
                    ("list", []), ("true", True)],
-    "encrypt": [("true, plain args", True)],
+    "encrypt": [("true, plain args", True), ("string true", "true"), ("1", 1), ("object", {"a": 1}),
+                ("false", False)],
 }  # fmt: skip
+
+
+def _envelope(**changes: Any) -> dict[str, Any]:
+    """An encrypted argument's shape (docs/encryption.md) that no key of the corpus opens."""
+    doc: dict[str, Any] = {"django_wurk.enc": 1, "key": "1", "iv": "AAAAAAAAAAAAAAAA", "ct": "",
+                           "tag": "AAAAAAAAAAAAAAAAAAAAAA=="}  # fmt: skip
+    for key, value in changes.items():
+        if value is MISSING:
+            doc.pop(key, None)
+        else:
+            doc[key] = value
+    return doc
+
+
+#: ``encrypt: true`` with a last argument no worker can open (the corpus configures no key):
+#: each must reach the dead set once, never be retried, and never crash a loop.
+ENCRYPTED_SHAPES: list[tuple[str, dict[str, Any]]] = [
+    ("encrypted, well-formed, no such key", {"args": [1, _envelope(key="9")]}),
+    ("encrypted, key a list", {"args": [1, _envelope(key=["1"])]}),
+    ("encrypted, key null", {"args": [_envelope(key=None)]}),
+    ("encrypted, iv an int", {"args": [_envelope(iv=12)]}),
+    ("encrypted, iv not base64", {"args": [_envelope(iv="!!not base64!!")]}),
+    ("encrypted, ct an object", {"args": [_envelope(ct={"a": 1})]}),
+    ("encrypted, ct 2 MB", {"args": [_envelope(ct="A" * 2_000_000)]}),
+    ("encrypted, tag missing", {"args": [_envelope(tag=MISSING)]}),
+    ("encrypted, marker a string", {"args": [_envelope(**{"django_wurk.enc": "1"})]}),
+    ("encrypted, marker 1e400", {"args": [_envelope(**{"django_wurk.enc": Raw("1e400")})]}),
+    ("encrypted, envelope a list", {"args": [[1, 2, 3]]}),
+    ("encrypted, Sidekiq Enterprise blob", {"args": [1, "BAhTOhFTaWRla2lxOjpFbmMIOgdpdiIV"]}),
+    ("encrypted, no args", {"args": []}),
+    ("encrypted, lone surrogate in ct", {"args": [_envelope(ct="\ud800")]}),
+]
 
 #: Payloads that break strict JSON (RFC 8259, what Ruby's parser accepts): always refused.
 NOT_STRICT: list[tuple[str, dict[str, Any]]] = [
@@ -420,6 +453,8 @@ def members(
         for field, variants in WRONG_TYPES.items():
             for label, value in variants:
                 job_member(f"{field} {label}", {field: value}, fail)
+        for name, changes in ENCRYPTED_SHAPES:
+            job_member(name, {"encrypt": True, **changes}, fail, ascii=True)
         # Odd but valid JSON.
         job_member("lone high surrogate in args", {"args": ["\ud800"]}, fail, ascii=True)
         job_member("lone low surrogate in args", {"args": ["a\udfffb"]}, fail, ascii=True)

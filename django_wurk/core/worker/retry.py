@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import keys, wire
 from django_wurk.core.dead_set import bury
+from django_wurk.core.engine import UnrunnableJob
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -97,12 +98,14 @@ class RetryHandler:
         msg = wire.loads(raw)
         config = self.wurk.config
         style = config.timestamps
+        # A payload that can never run goes to the dead set whatever its retry options say.
+        unrunnable = isinstance(exc, UnrunnableJob)
         retry = msg.get("retry")
         if retry is None:
             defaults = getattr(type(job), "_defaults", None) if job is not None else None
             retry = defaults.get("retry", True) if defaults else True
         # Ruby truthiness: only false/nil turn retries off; 0 means "straight to the dead set".
-        if retry is False:
+        if retry is False and not unrunnable:
             self.wurk.report_death(msg, exc)
             return "dropped"
 
@@ -130,6 +133,10 @@ class RetryHandler:
 
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else config.max_retries
         retry_for = msg.get("retry_for")
+        if unrunnable:
+            bury(self.wurk, wire.dumps(msg))
+            self.wurk.report_death(msg, exc)
+            return "dead"
         if isinstance(retry_for, (int, float)) and not isinstance(retry_for, bool):
             failed_at = wire.read_stamp(msg.get("failed_at")) or now
             # Compared, not added: an int and a float compare exactly, whatever their size.

@@ -1,0 +1,160 @@
+"""How encryption plugs into the engine: a client and a server middleware.
+
+* Client middleware, the first of the chain so that it acts last: once every other client
+  middleware has seen the plaintext (a unique-jobs digest, a batch's bid), it seals the
+  last argument of a payload that says ``encrypt: true``, just before the wire. A payload
+  whose last argument is already sealed (a retry, a scheduled job, a dead job retried) is
+  pushed as it is: re-pushes keep the envelope.
+* Server middleware, the last of the chain at install: it opens the argument for the run
+  of ``perform`` only and puts the envelope back afterwards, so the middleware around it,
+  the error handlers, the retry and dead sets and the logs see the envelope. An exception
+  coming out of ``perform`` loses its message (it may quote the secret) before anything
+  else sees it.
+
+An envelope that cannot be opened raises ``UndecryptableJob``: the retry handler buries the
+job in the dead set at once, envelope intact, with the reason.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from django_wurk.core import activejob
+from django_wurk.core.features.encryption.envelope import (
+    EncryptionError,
+    UndecryptableJob,
+    is_envelope,
+    open_envelope,
+    seal,
+)
+from django_wurk.core.wire import Payload
+
+if TYPE_CHECKING:
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.job import Job
+
+#: What an encrypted job's exception says instead of its own message.
+HIDDEN = "[message hidden: the job's last argument is encrypted]"
+
+
+class EncryptedJobError(Exception):
+    """Stands in for an exception whose message could not be hidden in place."""
+
+
+def wants_encryption(payload: Payload) -> bool:
+    return payload.get("encrypt") is True
+
+
+class EncryptionClientMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(
+        self, job_class: str, payload: Payload, queue: str, call_next: Callable[[], Payload | None]
+    ) -> Payload | None:
+        result = call_next()
+        if result is None or not wants_encryption(result):
+            return result
+        args = result.get("args")
+        if isinstance(args, list) and args and is_envelope(args[-1]):
+            return result
+        config = self.wurk.config
+        version = config.encryption_version
+        key = config.encryption_key(version) if version else None
+        problem = _unsealable(job_class, result, key)
+        if problem is not None:
+            if "enqueued_at" in result:
+                # A promotion (a retry, a scheduled job, a dead job retried) of an entry another
+                # producer wrote: refusing would leave it in its set for ever, and it is in Redis
+                # already. It goes on as it is, and the worker buries it with the reason.
+                return result
+            raise EncryptionError(problem)
+        assert key is not None and isinstance(args, list)
+        sealed = seal(args[-1], version, key, str(result.get("jid", "")), str(result.get("class", "")))
+        result["args"] = [*args[:-1], sealed]
+        return result
+
+
+def _unsealable(job_class: str, payload: Payload, key: bytes | None) -> str | None:
+    """Why the last argument of ``payload`` cannot be sealed, or None."""
+    args = payload.get("args")
+    if not isinstance(args, list) or not args:
+        return f"{job_class}: an encrypt=True job needs an argument to encrypt (the last one)"
+    if payload.get("class") in activejob.WRAPPERS:
+        return f"{job_class}: encrypt=True is not supported for ActiveJob-shaped jobs"
+    if key is None:
+        return (
+            f"{job_class} is an encrypt=True job but WURK['ENCRYPTION_KEYS'] is empty; "
+            "nothing is pushed unencrypted"
+        )
+    return None
+
+
+class EncryptionServerMiddleware:
+    def __init__(self, wurk: Wurk) -> None:
+        self.wurk = wurk
+
+    def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        if not wants_encryption(payload):
+            call_next()
+            return
+        args = payload.get("args")
+        if not isinstance(args, list) or not args:
+            raise UndecryptableJob("the job says encrypt: true but has no argument to decrypt")
+        if payload.get("class") in activejob.WRAPPERS:
+            raise UndecryptableJob("encrypt: true is not supported for ActiveJob-shaped jobs")
+        stored = list(args)
+        # Opened in place, in the list the job is called with, and closed again whatever
+        # happens (even if the job changed that list): the payload handed on to error
+        # handlers and the retry handler is sealed.
+        args[-1] = open_envelope(
+            stored[-1], self.wurk.config.encryption_key, payload.get("jid"), payload.get("class")
+        )
+        failure: Exception | None = None
+        try:
+            call_next()
+        except Exception as exc:
+            failure = exc
+        finally:
+            args[:] = stored
+        if failure is not None:
+            # Raised outside the except block, so the new exception carries no context.
+            raise conceal(failure)
+
+
+def conceal(exc: Exception) -> Exception:
+    """``exc`` with no message, no chained exceptions and no local variables left to show.
+
+    Its class stays (``retry_in`` and error reporting may depend on it) when its message
+    comes from its ``args`` alone; a class that formats its message from other state is
+    replaced by ``EncryptedJobError`` naming it.
+    """
+    exc.args = (HIDDEN,)
+    exc.__cause__ = None
+    exc.__context__ = None
+    exc.__suppress_context__ = True
+    if hasattr(exc, "__notes__"):
+        del exc.__notes__
+    # Finished frames' locals (the opened argument among them) are dropped, for the
+    # reporters that capture local variables.
+    traceback.clear_frames(exc.__traceback__)
+    try:
+        shown = str(exc)
+    except Exception:
+        shown = None
+    if shown in (HIDDEN, repr(HIDDEN)):
+        return exc
+    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    replacement = EncryptedJobError(f"{name}: {HIDDEN}")
+    replacement.__traceback__ = exc.__traceback__
+    return replacement
+
+
+def install(wurk: Wurk) -> None:
+    """Plug encryption into ``wurk`` (idempotent)."""
+    if EncryptionClientMiddleware not in wurk.client_middleware:
+        wurk.client_middleware.prepend(EncryptionClientMiddleware, wurk)
+    if EncryptionServerMiddleware not in wurk.server_middleware:
+        wurk.server_middleware.add(EncryptionServerMiddleware, wurk)
