@@ -58,6 +58,9 @@ class Wurk:
         #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
         #: and starts and stops what it returns, so the worker never names a feature.
         self.services: list[Callable[..., Any]] = []
+        #: Like ``services``, for a feature that must act on the running jobs (timeouts): each
+        #: factory also gets the process's ``JobControl`` (``django_wurk.core.worker.service``).
+        self.watchers: list[Callable[..., Any]] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
@@ -126,6 +129,7 @@ class Wurk:
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
         gates = list(self.push_gates)
         services = list(self.services)
+        watchers = list(self.watchers)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -136,6 +140,7 @@ class Wurk:
             self.death_handlers[:] = deaths
             self.push_gates[:] = gates
             self.services[:] = services
+            self.watchers[:] = watchers
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._redis, self._scripts, self._lines = saved

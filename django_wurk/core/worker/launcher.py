@@ -24,13 +24,18 @@ import threading
 import time
 import traceback
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
+
+from redis.exceptions import RedisError
+
+from django_wurk.core import keys
 
 from django_wurk.core.worker.heartbeat import Heartbeat
 from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.reaper import Reaper
 from django_wurk.core.worker.scheduler import Poller
+from django_wurk.core.worker.service import REPLACE_ME, build_watchers, supervised
 from django_wurk.core.worker.service import build as build_services
 from django_wurk.core.worker.stats import Stats
 
@@ -60,6 +65,9 @@ class Launcher:
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
+        #: True under ``runwurk -P N``: the supervisor replaces this process when it exits.
+        self.supervised = supervised()
+        self.services += build_watchers(wurk, self.identity, self.outage, self)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -127,6 +135,29 @@ class Launcher:
         self.heartbeat.stop()
         self.stopped.set()
         logger.info("stopped %s", self.identity)
+
+    # JobControl (what watchers may do, see ``worker.service``) ---------------------------
+
+    def abandon(self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True) -> bool:
+        return self.manager.abandon(thread, job, failure, replace=replace)
+
+    def replace_process(self, reason: str) -> NoReturn:
+        """Leave the process set and exit now, stuck threads and all (see ``JobControl``).
+
+        The process hash goes too, so the next reaper pass (the replacement's start-up
+        sweep) sees this process dead at once and recovers its private lists, instead of
+        waiting ``PROCESS_DEAD_AFTER`` for the heartbeat to age.
+        """
+        logger.error("replacing worker process %s: %s", self.identity, reason)
+        try:
+            pipe = self.wurk.redis.pipeline(transaction=True)
+            pipe.srem(keys.PROCESSES, self.identity)
+            pipe.unlink(self.identity, keys.work(self.identity), keys.legacy_workers(self.identity))
+            pipe.execute()
+        except RedisError as exc:  # recovery then waits for the heartbeat to age: slower, still sure
+            logger.error("could not deregister %s before exiting: %s", self.identity, exc)
+        logging.shutdown()
+        os._exit(REPLACE_ME)
 
     def _stop_services(self) -> None:
         for service in self.services:

@@ -25,7 +25,7 @@ from django_wurk.core.worker.fetch import Fetch, UnitOfWork
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
-from django_wurk.core.worker.work import WorkSet
+from django_wurk.core.worker.work import Work, WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -39,6 +39,11 @@ ACKNOWLEDGE_WITHIN = 10.0
 
 class Shutdown(BaseException):
     """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
+
+
+class Abandoned(BaseException):
+    """This thread's job was given up on while it ran (``Manager.abandon``): its outcome is
+    recorded and another thread has taken this one's place, so this one only ends."""
 
 
 def thread_id() -> str:
@@ -127,7 +132,7 @@ class Processor:
                     pending = unit
                 else:
                     self.holding = None  # an outcome not recorded stays in the private list, unheld
-        except Shutdown:
+        except (Shutdown, Abandoned):
             pass
         except Exception as exc:
             # Nothing above should raise; if it does, say so loudly and let the manager replace us.
@@ -136,7 +141,7 @@ class Processor:
             self.on_died(self)
         finally:
             if pending is not None:
-                self._acknowledge(pending)
+                self.acknowledge(pending)
             self.fetch.release()
             coroutines.close_thread_loop()
 
@@ -145,7 +150,7 @@ class Processor:
         self.fetches += 1
         self.fetching = False
 
-    def _acknowledge(self, unit: UnitOfWork) -> None:
+    def acknowledge(self, unit: UnitOfWork) -> None:
         """Acknowledge a finished job on the way out, riding out a short Redis outage."""
 
         def give_up(exc: RedisError) -> None:
@@ -159,13 +164,23 @@ class Processor:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
         work = self.work.start(self.tid, unit)
         try:
-            done = self._process(unit)
+            done = self._process(unit, work)
             self.work.finish(work)
             return done
         finally:
             self.work.end(self.tid)
 
-    def _process(self, unit: UnitOfWork) -> bool:
+    def _settle(self, work: Work) -> None:
+        """Back from the job: stop here if it was abandoned meanwhile (see ``Abandoned``)."""
+        if not self.work.settle(work):
+            self.holding = None  # acknowledged with the failure recorded for it
+            raise Abandoned
+
+    def record_failure(self, unit: UnitOfWork, job: object, exc: BaseException) -> bool:
+        """Hand a failed job to the retry handler (retry set, dead set or discard)."""
+        return self._record_outcome(functools.partial(self.retry.handle, unit.raw, unit.queue, job, exc), unit, exc)
+
+    def _process(self, unit: UnitOfWork, work: Work) -> bool:
         wurk = self.wurk
         try:
             payload = wire.loads(unit.raw)
@@ -186,6 +201,7 @@ class Processor:
         except Shutdown:
             raise
         except Exception as exc:
+            self._settle(work)
             elapsed = (time.monotonic() - started) * 1000
             self.stats.record(job_class_name, elapsed, True, time.time())
             if log:
@@ -197,9 +213,8 @@ class Processor:
                     extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
-            return self._record_outcome(
-                functools.partial(self.retry.handle, unit.raw, unit.queue, execution.job, exc), unit, exc
-            )
+            return self.record_failure(unit, execution.job, exc)
+        self._settle(work)
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:

@@ -26,6 +26,11 @@ class Work:
     run_at: int = field(default_factory=lambda: int(time.time()))
     #: Its outcome is recorded: pushing it back now would run it twice.
     finished: bool = False
+    #: Its thread is back from the job and records the outcome itself: too late to abandon it.
+    settled: bool = False
+    #: Given up on while still running (``WorkSet.abandon``): its outcome was recorded for it,
+    #: and whatever its thread does if it ever comes back is ignored.
+    abandoned: bool = False
 
 
 class WorkSet:
@@ -54,6 +59,33 @@ class WorkSet:
         """Its outcome is recorded: from now on the stop leaves it alone."""
         with self._lock:
             work.finished = True
+
+    def settle(self, work: Work) -> bool:
+        """The job's thread is back from the job: True if the outcome is still its to record.
+
+        False when the job was abandoned meanwhile: its outcome was recorded for it, and the
+        thread must record nothing and end (another thread already took its place).
+        """
+        with self._lock:
+            if work.abandoned:
+                return False
+            work.settled = True
+            return True
+
+    def abandon(self, thread: threading.Thread) -> Work | None:
+        """Give up on the job ``thread`` runs, unless its thread is already back from it.
+
+        The job leaves the busy set at once (the stop will not push it back, the heartbeat
+        no longer shows it) and is marked so that its thread, if it ever returns, records
+        nothing. Returns the job, or None if there was nothing left to give up on.
+        """
+        with self._lock:
+            for tid, work in self._busy.items():
+                if work.thread is thread and not (work.settled or work.finished or work.abandoned):
+                    work.abandoned = work.finished = True
+                    del self._busy[tid]
+                    return work
+        return None
 
     def snapshot(self) -> dict[str, Work]:
         with self._lock:
