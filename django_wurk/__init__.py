@@ -34,11 +34,11 @@ __all__ = [
     "JobFunction",
     "QueueSpec",
     "Setter",
+    "TimedOut",
     "TimestampStyle",
     "UnknownJobError",
     "Wurk",
     "__version__",
     "job",
     "wurk",
-    "TimedOut",
 ]

@@ -45,7 +45,9 @@ def test_a_child_blocked_past_a_timeout_is_replaced_and_its_other_job_recovered(
 
         # The child is replaced; every slow job finishes exactly once, one of them after a
         # recovery (it was running in the replaced child, which never let it finish).
-        wait_for(lambda: (c := children(r, supervisor.pid)) and len(c) == 2 and set(c) != set(first), timeout=30)
+        wait_for(
+            lambda: (c := children(r, supervisor.pid)) and len(c) == 2 and set(c) != set(first), timeout=30
+        )
         wait_for(lambda: r.llen("timeouts:slow-done") == 3, timeout=30)
         # Nothing left anywhere that could still run: no job queued, none in a private list.
         wait_for(lambda: not r.llen("queue:default") and not r.keys("queue:sq|*"), timeout=30)

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, NoReturn
 from redis.exceptions import RedisError
 
 from django_wurk.core import keys
-
 from django_wurk.core.worker.heartbeat import Heartbeat
 from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
@@ -138,7 +137,9 @@ class Launcher:
 
     # JobControl (what watchers may do, see ``worker.service``) ---------------------------
 
-    def abandon(self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True) -> bool:
+    def abandon(
+        self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
+    ) -> bool:
         return self.manager.abandon(thread, job, failure, replace=replace)
 
     def replace_process(self, reason: str) -> NoReturn:

@@ -86,7 +86,9 @@ class Manager:
         if not self.quieting.is_set():
             self._spawn(index)
 
-    def abandon(self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True) -> bool:
+    def abandon(
+        self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
+    ) -> bool:
         """Give up on the job ``thread`` is running: record ``failure`` as its outcome, and
         put a new processor thread in that one's place.
 
@@ -116,7 +118,9 @@ class Manager:
             payload = {}
         name = wire.job_display_class(payload) if payload else "?"
         self.stats.record(name, (time.time() - work.run_at) * 1000, True, time.time())
-        self.wurk.report_error(failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
+        self.wurk.report_error(
+            failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue}
+        )
         recorder = owner if owner is not None else self._recorder()
         if recorder.record_failure(unit, job, failure):
             recorder.acknowledge(unit)

@@ -178,7 +178,9 @@ class Processor:
 
     def record_failure(self, unit: UnitOfWork, job: object, exc: BaseException) -> bool:
         """Hand a failed job to the retry handler (retry set, dead set or discard)."""
-        return self._record_outcome(functools.partial(self.retry.handle, unit.raw, unit.queue, job, exc), unit, exc)
+        return self._record_outcome(
+            functools.partial(self.retry.handle, unit.raw, unit.queue, job, exc), unit, exc
+        )
 
     def _process(self, unit: UnitOfWork, work: Work) -> bool:
         wurk = self.wurk

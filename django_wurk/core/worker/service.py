@@ -63,7 +63,9 @@ class JobControl(Protocol):
     #: True when a supervisor replaces this process if it exits (``runwurk -P N``).
     supervised: bool
 
-    def abandon(self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True) -> bool:
+    def abandon(
+        self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
+    ) -> bool:
         """Record ``failure`` as the outcome of the job ``thread`` runs and, if ``replace``,
         start a thread in its place (``Manager.abandon``); False if the job's thread got back first."""
         ...

@@ -31,7 +31,9 @@ def install(wurk: Wurk) -> None:
     wurk.watchers.append(functools.partial(_watchdog, deadlines=deadlines))
 
 
-def _watchdog(wurk: Wurk, identity: str, outage: Outage, control: JobControl, *, deadlines: Deadlines) -> Watchdog:
+def _watchdog(
+    wurk: Wurk, identity: str, outage: Outage, control: JobControl, *, deadlines: Deadlines
+) -> Watchdog:
     return Watchdog(wurk, identity, outage, control, deadlines)
 
 

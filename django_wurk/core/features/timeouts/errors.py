@@ -27,4 +27,8 @@ def for_limit(limit: float) -> type[TimedOut]:
     A class, not an instance: an exception raised in another thread (``PyThreadState_SetAsyncExc``)
     can only be given as a class, which Python instantiates without arguments.
     """
-    return type("TimedOut", (TimedOut,), {"limit": limit, "__module__": TimedOut.__module__, "__qualname__": "TimedOut"})
+    return type(
+        "TimedOut",
+        (TimedOut,),
+        {"limit": limit, "__module__": TimedOut.__module__, "__qualname__": "TimedOut"},
+    )

@@ -35,7 +35,9 @@ def check_timeout(value: Any, where: str) -> int | float | None:
         return None
     number = value.total_seconds() if isinstance(value, timedelta) else value
     if seconds(number) is None:
-        raise ValueError(f"{where}: timeout must be seconds (or a timedelta) > 0 and below {MOST:_}, got {value!r}")
+        raise ValueError(
+            f"{where}: timeout must be seconds (or a timedelta) > 0 and below {MOST:_}, got {value!r}"
+        )
     return int(number) if number == int(number) else float(number)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.features.timeouts.errors import TimedOut, for_limit
+from django_wurk.core.features.timeouts.errors import for_limit
 from django_wurk.core.features.timeouts.option import TIMEOUT, absent, seconds
 from django_wurk.core.wire import Payload
 from django_wurk.core.worker.outage import Outage
@@ -141,7 +141,9 @@ class TimeoutServerMiddleware:
 class Watchdog:
     """The thread that enforces the deadlines of one worker process (see the module)."""
 
-    def __init__(self, wurk: Wurk, identity: str, outage: Outage, control: JobControl, deadlines: Deadlines) -> None:
+    def __init__(
+        self, wurk: Wurk, identity: str, outage: Outage, control: JobControl, deadlines: Deadlines
+    ) -> None:
         self.wurk = wurk
         self.identity = identity
         self.control = control
@@ -195,6 +197,3 @@ class Watchdog:
         recorded = self.control.abandon(entry.thread, entry.job, failure, replace=not supervised)
         if supervised and recorded:
             self.control.replace_process(f"a job blocked past its timeout ({failure})")
-
-
-
