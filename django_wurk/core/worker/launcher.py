@@ -64,8 +64,10 @@ class Launcher:
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
-        #: True under ``runwurk -P N``: the supervisor replaces this process when it exits.
-        self.supervised = supervised()
+        #: True under ``runwurk -P N`` with reliable fetch: the supervisor replaces this process
+        #: when it exits, and the jobs it was running are recovered. With basic fetch they
+        #: would be lost with it, so such a process never offers to be replaced.
+        self.supervised = supervised() and self.config.fetch == "reliable"
         self.services += build_watchers(wurk, self.identity, self.outage, self)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().

@@ -60,7 +60,8 @@ class JobControl(Protocol):
     this through ``Wurk.watchers`` instead of reaching into the manager.
     """
 
-    #: True when a supervisor replaces this process if it exits (``runwurk -P N``).
+    #: True when a supervisor replaces this process if it exits (``runwurk -P N``) and its
+    #: running jobs are recovered then (reliable fetch).
     supervised: bool
 
     def abandon(
