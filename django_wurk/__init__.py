@@ -16,6 +16,7 @@ from django_wurk.core.features import limiters as _limiters  # noqa: F401 - resc
 from django_wurk.core.features import unique as _unique  # noqa: F401 - declares unique_for/unique_until
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
 from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
+from django_wurk.core.features.status import current_status  # declares track=True
 from django_wurk.core.features.timeouts import TimedOut  # declares timeout=...
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
@@ -39,6 +40,7 @@ __all__ = [
     "UnknownJobError",
     "Wurk",
     "__version__",
+    "current_status",
     "job",
     "wurk",
 ]

@@ -24,6 +24,7 @@ from django_wurk.core.api import (
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
 from django_wurk.core.features.limiters import LimiterInfo, LimiterSet
 from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
+from django_wurk.core.features.status import JobStatus
 from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "DeadBatchSet",
     "DeadSet",
     "JobRecord",
+    "JobStatus",
     "LimiterInfo",
     "LimiterSet",
     "Loop",

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Job, TimedOut, Wurk, job, wurk
+from django_wurk.api import JobStatus
 from django_wurk.core.features.timeouts.watchdog import GRACE
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -48,7 +49,7 @@ def busy_python(marker: str) -> None:
         time.sleep(0.01)  # short steps: Python runs between them, so TimedOut lands
 
 
-@job(timeout=0.5)
+@job(timeout=0.5, track=True)
 def long_sleep(marker: str) -> None:
     wurk.redis.rpush("t:started", marker)
     time.sleep(30)  # one C call: no exception reaches it
@@ -140,6 +141,9 @@ def test_a_job_blocked_in_sleep_is_given_up_on_and_its_slot_replaced(
     (entry,) = retries(r)
     assert (entry["error_class"], entry["retry_count"]) == ("TimedOut", 0)
     assert "did not stop" in caplog.text
+    status = JobStatus.get(entry["jid"])  # a tracked job's status says why
+    assert status is not None and status.state == "retrying"
+    assert status.error == "TimedOut: the job ran longer than its timeout of 0.5 s"
     # The slot is filled again and the worker goes on; the stuck thread is not counted.
     assert len(workers.manager.processors) == 10
     assert all(p.thread.is_alive() for p in workers.manager.processors)
