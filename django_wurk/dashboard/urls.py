@@ -14,6 +14,7 @@ from django.urls import URLPattern, path, register_converter
 from django_wurk.dashboard.access import guard
 from django_wurk.dashboard.nav import url_name
 from django_wurk.dashboard.views import batches, busy, limits, metrics, overview, periodic, queues, sets
+from django_wurk.dashboard.views import status as job_status
 
 
 class SetConverter:
@@ -94,6 +95,7 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
             action(periodic.enqueue_now, "periodic"),
             name=url_name("loop_enqueue"),
         ),
+        path("status/<wurk_text:jid>/", page(job_status.page, ""), name=url_name("job_status")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
         path("metrics/<wurk_text:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"

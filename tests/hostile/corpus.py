@@ -247,6 +247,9 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "timeout": [("abc", "abc"), ("numeric text", "30"), ("-1", -1), ("0", 0), ("nan", "nan"), ("list", [30]),
                 ("object", {}), ("true", True), ("400 digits", Raw("9" * 400)), ("1e308", 1e308),
                 ("a day", 86400)],
+    # Job status: only true tracks (these are not), and a tracked job's status writes never
+    # stop or multiply it.
+    "track": [("string true", "true"), ("1", 1), ("object", {}), ("list", [True]), ("true", True)],
 }  # fmt: skip
 
 
