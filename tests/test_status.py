@@ -184,3 +184,14 @@ def test_a_status_written_by_anyone_reads_field_by_field(r: Any, wurk: Wurk) -> 
     r.rpush("status:list", "x")
     assert JobStatus.get("status-list") is None and JobStatus.get("list") is None
     json.dumps(s.__dict__)  # every field is plain data
+
+
+def test_the_testing_modes_write_no_status(r: Any, wurk: Wurk) -> None:
+    from django_wurk import testing
+
+    with testing.fake() as queues:
+        add.perform_async(1, 2)
+        queues.drain()
+    with testing.inline():
+        add.perform_async(1, 2)
+    assert not r.keys("status:*")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core import wire
+from django_wurk.core.client import writes_to_redis
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -79,7 +80,11 @@ def write(wurk: Wurk, jid: str, fields: dict[str, str], drop: tuple[str, ...] = 
     """Set ``fields`` (and remove ``drop``) in the job's status, and stamp its TTL; atomic.
 
     False, logged, if Redis could not be written: the status falls behind, the job does not.
+    Nothing is written under the testing modes (``fake()``/``inline()``), which keep no
+    Redis state.
     """
+    if not writes_to_redis(wurk):
+        return False
     key = status_key(jid)
     commands: list[tuple[Any, ...]] = [("HSET", key, *[x for kv in fields.items() for x in kv])]
     if drop:
