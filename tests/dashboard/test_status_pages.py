@@ -34,7 +34,9 @@ def test_a_missing_or_hostile_status_is_answered_plainly(viewer: Client, r: Any)
     assert response.status_code == 404 and "track=True" in response.content.decode()
     r.rpush("status:list", "x")  # not a hash
     assert viewer.get(url("job_status", jid="list")).status_code == 404
-    r.hset("status:bad", mapping={"state": b"\xff", "progress": "inf", "result": "{", "started_at": "9" * 400})
+    r.hset(
+        "status:bad", mapping={"state": b"\xff", "progress": "inf", "result": "{", "started_at": "9" * 400}
+    )
     response = viewer.get(url("job_status", jid="bad"))
     assert response.status_code == 200 and "unreadable" in response.content.decode()
     odd = "a/b\n<c>"
@@ -42,7 +44,9 @@ def test_a_missing_or_hostile_status_is_answered_plainly(viewer: Client, r: Any)
     assert viewer.get(url("job_status", jid=odd)).status_code == 200
 
 
-def test_only_those_who_may_view_the_dashboard_see_it(login: Callable[..., Client], r: Any, wurk: Wurk) -> None:
+def test_only_those_who_may_view_the_dashboard_see_it(
+    login: Callable[..., Client], r: Any, wurk: Wurk
+) -> None:
     r.hset("status:j2", "state", "running")
     assert login().get(url("job_status", jid="j2")).status_code == 403
     assert login("manage").get(url("job_status", jid="j2")).status_code == 403
@@ -58,5 +62,11 @@ def test_a_tracked_job_in_the_retry_set_links_to_its_status(viewer: Client, r: A
     tracked, plain = payload(track=True, jid="a" * 24), payload(jid="b" * 24)
     r.zadd("retry", {json.dumps(tracked): 1767225600.5, json.dumps(plain): 1767225601.5})
     status_url = url("job_status", jid="a" * 24)
-    assert status_url in viewer.get(url("entry", kind="retries", key=f"1767225600.5-{'a' * 24}")).content.decode()
-    assert "/status/" not in viewer.get(url("entry", kind="retries", key=f"1767225601.5-{'b' * 24}")).content.decode()
+    assert (
+        status_url
+        in viewer.get(url("entry", kind="retries", key=f"1767225600.5-{'a' * 24}")).content.decode()
+    )
+    assert (
+        "/status/"
+        not in viewer.get(url("entry", kind="retries", key=f"1767225601.5-{'b' * 24}")).content.decode()
+    )
