@@ -103,14 +103,10 @@ class Manager:
         work = self.work.abandon(thread)
         if work is None:
             return False
-        with self._lock:
-            owner = next((p for p in self.processors if p.thread is thread), None)
-            if owner is not None:
-                self.processors.remove(owner)
         if not replace:
             self.quiet()  # the process is about to be replaced: take no job it would not finish
-        elif owner is not None and not self.quieting.is_set():
-            self._spawn(owner.index)
+        with self._lock:
+            owner = next((p for p in self.processors if p.thread is thread), None)
         unit = work.unit
         try:
             payload = wire.loads(unit.raw)
@@ -124,6 +120,14 @@ class Manager:
         recorder = owner if owner is not None else self._recorder()
         if recorder.record_failure(unit, job, failure):
             recorder.acknowledge(unit)
+        # Only now: until the job is acknowledged, its processor still holds it, so a stray
+        # sweep (``reclaim_strays``) cannot take it for a lost fetch and push it back.
+        if owner is not None:
+            with self._lock:
+                if owner in self.processors:
+                    self.processors.remove(owner)
+            if replace and not self.quieting.is_set():
+                self._spawn(owner.index)
         return True
 
     def _recorder(self) -> Processor:
