@@ -52,7 +52,7 @@ def busy_python(marker: str) -> None:
 @job(timeout=0.5, track=True)
 def long_sleep(marker: str) -> None:
     wurk.redis.rpush("t:started", marker)
-    time.sleep(30)  # one C call: no exception reaches it
+    time.sleep(5)  # one C call: no exception reaches it (and longer than timeout + GRACE + MARGIN)
     wurk.redis.rpush("t:returned", marker)
 
 
@@ -105,7 +105,6 @@ def test_the_option_is_checked_and_stored_in_the_payload(wurk: Wurk, r: Any) -> 
     for bad in (0, -1, "30", True, float("nan"), 10**10):
         with pytest.raises(ValueError, match="timeout"):
             busy_python.set(timeout=bad)
-    assert "timeout" not in json.loads(r.lindex("queue:default", 0) or b"{}") or True
 
 
 def test_a_python_job_past_its_timeout_fails_with_timed_out_and_is_retried(
@@ -188,7 +187,6 @@ def test_a_job_blocked_in_recv_follows_its_retry_rules_once_even_if_it_comes_bac
 def test_a_job_that_finishes_in_time_is_not_touched(r: Any, workers: Launcher) -> None:
     Polite.perform_async("ok")
     wait_for(lambda: r.llen("t:quick") == 1, timeout=10)
-    time.sleep(0)  # nothing to wait for: the outcome is recorded
     assert not retries(r) and not dead(r)
 
 
