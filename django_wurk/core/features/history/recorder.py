@@ -105,8 +105,9 @@ class Recorder:
             logger.debug("history snapshot %s written", detail)
             return detail
         if status == 2:
-            # The previous leader wrote one moments ago: try again once the gap has passed.
-            self._next = min(self._next, time.monotonic() + int(detail) / 1000)
+            # The previous leader wrote one moments ago: try again once the gap has passed
+            # (less than half an interval: sooner than the schedule would).
+            self._next = time.monotonic() + int(detail) / 1000
         elif status == 3:
             self._complain(f"{keys.STREAM} is a {detail}, not a stream: no snapshot is kept until it is deleted")
         elif status == 4:
