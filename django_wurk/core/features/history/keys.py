@@ -20,7 +20,9 @@ VERSION = "1"
 #: Queues recorded per snapshot, the largest first: a fleet with thousands of queues must not
 #: make each snapshot (and the stream) that large.
 MAX_QUEUES = 100
+#: Longer queue names are cut to this many characters (in the stream and when read).
+MAX_NAME = 200
 #: The count fields of a snapshot, in the order they are written.
 COUNTS = ("processed", "failed", "enqueued", "scheduled", "retries", "dead", "busy", "processes")
 
-__all__ = ["COUNTS", "LEADER", "MAX_QUEUES", "STREAM", "VERSION"]
+__all__ = ["COUNTS", "LEADER", "MAX_NAME", "MAX_QUEUES", "STREAM", "VERSION"]

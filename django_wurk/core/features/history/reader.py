@@ -30,9 +30,11 @@ from django_wurk.core.features.history import keys
 #: The most snapshots one read returns (the newest ones): 7 days at one every 30 s is 20,160.
 MAX_ROWS = 25_000
 #: Longer text (a queue name, the leader's identity) is cut.
-MAX_TEXT = 200
+MAX_TEXT = keys.MAX_NAME
 #: Latencies above this (about 31 years) are not ages anyone's job had.
 MAX_LATENCY = 1e9
+#: How far past Redis's clock an entry is still read (ms).
+FUTURE_SLACK_MS = 60_000
 #: The latest moment a ``datetime`` can hold, in ms since the epoch.
 _MAX_MS = 253_402_300_799_999
 
@@ -177,9 +179,11 @@ class History:
         limit = max(1, min(int(limit), MAX_ROWS))
         redis = self.wurk.redis
         now_s, now_us = redis.time()
-        start = max(int(now_s) * 1000 + int(now_us) // 1000 - int(seconds * 1000), 0)
+        now = int(now_s) * 1000 + int(now_us) // 1000
+        start = max(now - int(seconds * 1000), 0)
         try:
-            raw = redis.xrevrange(keys.STREAM, "+", str(start), count=limit)
+            # Not past now (and a minute of slack): an entry dated in the future is junk.
+            raw = redis.xrevrange(keys.STREAM, str(now + FUTURE_SLACK_MS), str(start), count=limit)
         except ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise
@@ -188,9 +192,12 @@ class History:
         return with_deltas(rows)
 
     def latest(self) -> Snapshot | None:
-        """The newest snapshot, or ``None``."""
+        """The newest snapshot (not dated in the future), or ``None``."""
+        redis = self.wurk.redis
+        now_s, now_us = redis.time()
+        end = int(now_s) * 1000 + int(now_us) // 1000 + FUTURE_SLACK_MS
         try:
-            raw = self.wurk.redis.xrevrange(keys.STREAM, "+", "-", count=1)
+            raw = redis.xrevrange(keys.STREAM, str(end), "-", count=1)
         except ResponseError as exc:
             if "WRONGTYPE" not in str(exc):
                 raise

@@ -48,7 +48,7 @@ def gather(wurk: Wurk, leader: str) -> list[tuple[str, str]]:
         "busy": stats.workers_size,
         "processes": stats.processes_size,
     }
-    gauges = [[q.name, q.size, round(q.latency, 3) if math.isfinite(q.latency) else 0.0] for q in queues]
+    gauges = [[q.name[: keys.MAX_NAME], q.size, round(q.latency, 3) if math.isfinite(q.latency) else 0.0] for q in queues]
     return [
         ("v", keys.VERSION),
         *((name, str(int(counts[name]))) for name in keys.COUNTS),
