@@ -110,7 +110,8 @@ def _validate(s: Settings) -> None:
         raise ConfigError("LEADER_TTL", f"must be greater than 0, got {s.leader_ttl!r}")
     if not 0 < s.history_interval <= 86_400:
         raise ConfigError(
-            "HISTORY_INTERVAL", f"must be a number of seconds above 0, at most 86400, got {s.history_interval!r}"
+            "HISTORY_INTERVAL",
+            f"must be a number of seconds above 0, at most 86400, got {s.history_interval!r}",
         )
     if not (s.history_retention == 0 or s.history_interval <= s.history_retention * 86_400 <= 3650 * 86_400):
         raise ConfigError(

@@ -23,7 +23,6 @@ from django_wurk.core.registry import Registry
 from django_wurk.core.wire import check_json_native
 
 if TYPE_CHECKING:
-    from django_wurk.conf import Settings
     from django_wurk.core.engine import Wurk
     from django_wurk.core.features.periodic import LoopSpec
 
@@ -197,14 +196,14 @@ def install_from_settings(wurk: Wurk, entries: Sequence[PeriodicEntry], leader: 
     install(wurk, loop_specs(entries, wurk.registry), ttl=ttl)
 
 
-def install_history(wurk: Wurk, app: Settings) -> None:
+def install_history(wurk: Wurk, interval: float, retention_days: float, leader: bool) -> None:
     """Have the leader record historical metrics (``WURK["HISTORY_INTERVAL"]`` and
     ``WURK["HISTORY_RETENTION"]``, in days; 0 records none). A leader duty: it needs the
     campaign ``install_from_settings`` starts, so with ``WURK["LEADER"] = False`` this process
     records nothing."""
     from django_wurk.core.features import history
 
-    if app.history_retention and app.leader:
-        history.install(wurk, app.history_interval, app.history_retention * 86_400)
+    if retention_days and leader:
+        history.install(wurk, interval, retention_days * 86_400)
     else:
         history.uninstall(wurk)

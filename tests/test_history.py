@@ -7,6 +7,7 @@ and directly (``Recorder.record``) where one step at a time shows the rule.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from typing import Any
@@ -37,9 +38,7 @@ def lead(r: Any, identity: str) -> None:
 
 
 def entries(r: Any) -> list[tuple[str, dict[str, str]]]:
-    return [
-        (i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in r.xrange(keys.STREAM)
-    ]
+    return [(i.decode(), {k.decode(): v.decode() for k, v in f.items()}) for i, f in r.xrange(keys.STREAM)]
 
 
 def server_ms(r: Any) -> int:
@@ -119,7 +118,9 @@ def test_retention_trims_by_age_and_by_count(wurk: Wurk, r: Any) -> None:
 
 def test_two_campaigners_one_records_every_interval(wurk: Wurk, r: Any) -> None:
     history.install(wurk, interval=0.3, retention=DAY)
-    services = [PeriodicService(wurk, f"host:{i}:n", Outage(wurk.config.redis_url), [], 2.0) for i in range(2)]
+    services = [
+        PeriodicService(wurk, f"host:{i}:n", Outage(wurk.config.redis_url), [], 2.0) for i in range(2)
+    ]
     for s in services:
         s.start()
     try:
@@ -131,7 +132,7 @@ def test_two_campaigners_one_records_every_interval(wurk: Wurk, r: Any) -> None:
     rows = History(wurk).recent(60)
     assert {row.leader for row in rows} == {leader}
     stamps = [int(row.id.split("-")[0]) for row in rows]
-    assert all(b - a >= 150 for a, b in zip(stamps, stamps[1:], strict=False))
+    assert all(b - a >= 150 for a, b in itertools.pairwise(stamps))
 
 
 def test_a_worker_with_no_periodic_loops_still_records(wurk: Wurk, r: Any) -> None:
@@ -227,11 +228,12 @@ def test_the_settings_name_what_is_wrong() -> None:
 def test_runwurk_s_glue_installs_the_duty_only_for_a_process_that_may_lead(wurk: Wurk) -> None:
     from django_wurk.periodic import install_history
 
-    install_history(wurk, Settings(history_interval=5))
+    install_history(wurk, 5, 7, leader=True)
     assert wurk.leader_duties[0](wurk, "x").interval == 5
-    install_history(wurk, Settings(leader=False))
+    install_history(wurk, 5, 7, leader=False)
     assert wurk.leader_duties == []
-    install_history(wurk, Settings(history_retention=0))
+    install_history(wurk, 30, 7, leader=True)
+    install_history(wurk, 30, 0, leader=True)
     assert wurk.leader_duties == []
 
 

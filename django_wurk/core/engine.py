@@ -114,7 +114,8 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and push gates, services and leader duties), so one test's additions never run in the next.
+        removed too (and push gates, services and leader duties), so one test's additions never
+        run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)

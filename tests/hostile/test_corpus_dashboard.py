@@ -250,7 +250,9 @@ def test_every_dashboard_page_and_the_data_api_answer_over_the_corpus(
     """Read-only, so one load serves both: the pages first, then the data API on the same data."""
     walker = Walker(admin_client, "dashboard pages")
     base = url("changelist")
-    start = [url(p) for p in ("changelist", "busy", "queues", "scheduled", "retries", "dead", "metrics", "history")]
+    start = [
+        url(p) for p in ("changelist", "busy", "queues", "scheduled", "retries", "dead", "metrics", "history")
+    ]
     for name in [*ODD_NAMES, b"default", b"no-such-queue"]:
         start.append(url("queues") + quote(name, safe="") + "/")
     seen = crawl(walker, start, base)

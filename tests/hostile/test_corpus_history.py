@@ -56,7 +56,11 @@ def test_every_corpus_value_in_every_field_reads_and_the_recorder_writes_after_i
     s, _ = r.time()
     base = (int(s) - 600) * 1000
     for n, value in enumerate(values):
-        r.xadd(keys.STREAM, {fields[n % len(fields)]: value, fields[(n + 3) % len(fields)]: value}, id=f"{base + n}-0")
+        r.xadd(
+            keys.STREAM,
+            {fields[n % len(fields)]: value, fields[(n + 3) % len(fields)]: value},
+            id=f"{base + n}-0",
+        )
     rows = read_everything(wurk)
     assert len(rows) == len(values)
     assert recorder(wurk).record() is not None

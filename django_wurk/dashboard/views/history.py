@@ -9,6 +9,7 @@ template's or ``charts``' escaping.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 from django.contrib.admin import AdminSite
@@ -88,11 +89,13 @@ def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
     except ConfigError:
         pass
     if len(drawn) >= 2:
-        pairs = list(zip(drawn, drawn[1:], strict=False))
+        pairs = list(itertools.pairwise(drawn))
         context["executions"] = charts.line_chart(
             labels[1:],
             [
-                charts.Series("Processed", [_between(b.processed, a.processed) for a, b in pairs], "processed"),
+                charts.Series(
+                    "Processed", [_between(b.processed, a.processed) for a, b in pairs], "processed"
+                ),
                 charts.Series("Failed", [_between(b.failed, a.failed) for a, b in pairs], "failed"),
             ],
             title="Executions between snapshots",
@@ -112,7 +115,9 @@ def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
                     gauge = r.queue(name)
                     values.append(round(gauge.latency, 2) if gauge is not None else 0)
                 series.append(charts.Series(name, values, f"c{i}"))
-            context["latency"] = charts.line_chart(labels, series, title="Queue latency", unit=" s", height=180)
+            context["latency"] = charts.line_chart(
+                labels, series, title="Queue latency", unit=" s", height=180
+            )
             context["latency_keys"] = [(f"c{i}", name) for i, name in enumerate(queues)]
     return render_page(
         request, site, "django_wurk/dashboard/history.html", "Metrics history", context, tab="metrics"

@@ -68,7 +68,7 @@ class Command(BaseCommand):
             # Every process campaigns to be the leader that fires WURK["PERIODIC"].
             install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
             # The leader (of those) records the historical metrics (docs/metrics.md).
-            install_history(wurk, app)
+            install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])

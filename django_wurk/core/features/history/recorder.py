@@ -48,7 +48,10 @@ def gather(wurk: Wurk, leader: str) -> list[tuple[str, str]]:
         "busy": stats.workers_size,
         "processes": stats.processes_size,
     }
-    gauges = [[q.name[: keys.MAX_NAME], q.size, round(q.latency, 3) if math.isfinite(q.latency) else 0.0] for q in queues]
+    gauges = [
+        [q.name[: keys.MAX_NAME], q.size, round(q.latency, 3) if math.isfinite(q.latency) else 0.0]
+        for q in queues
+    ]
     return [
         ("v", keys.VERSION),
         *((name, str(int(counts[name]))) for name in keys.COUNTS),
@@ -109,7 +112,9 @@ class Recorder:
             # (less than half an interval: sooner than the schedule would).
             self._next = time.monotonic() + int(detail) / 1000
         elif status == 3:
-            self._complain(f"{keys.STREAM} is a {detail}, not a stream: no snapshot is kept until it is deleted")
+            self._complain(
+                f"{keys.STREAM} is a {detail}, not a stream: no snapshot is kept until it is deleted"
+            )
         elif status == 4:
             self._complain(
                 f"{keys.STREAM}'s newest entry {detail} is dated in the future: no snapshot can be "
