@@ -245,3 +245,32 @@ def test_stats_reset_is_not_a_negative_delta(wurk: Wurk, r: Any) -> None:
     wait_for(lambda: Recorder(wurk, "host:1:a", 0.01, DAY).record(), timeout=2)
     rows = History(wurk).recent(60)
     assert [r_.processed for r_ in rows] == [50, 0] and rows[1].processed_delta is None
+
+
+def test_runwurk_processes_with_no_periodic_jobs_record_once_per_interval(
+    wurk: Wurk, r: Any, redis_url: str
+) -> None:
+    """Two real ``runwurk`` processes, no ``WURK["PERIODIC"]``: the leader of the two records, alone."""
+    import signal
+    import subprocess
+
+    from tests.test_runwurk import start
+
+    env = {"WURK_HISTORY_INTERVAL": "0.5", "WURK_LEADER_TTL": "3"}
+    procs = [start(redis_url, "-c", "1", **env) for _ in range(2)]
+    try:
+        both = lambda: (s := History(wurk).latest()) is not None and s.processes == 2  # noqa: E731
+        wait_for(lambda: r.xlen(keys.STREAM) >= 4 and both(), timeout=30)
+        rows = History(wurk).recent(600)
+        leaders = {row.leader for row in rows}
+        assert len(leaders) == 1 and leaders <= {current_leader(wurk)}
+        assert int(leaders.pop().split(":")[1]) in {p.pid for p in procs}
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
