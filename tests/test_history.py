@@ -210,6 +210,23 @@ def test_recent_reads_the_window_by_redis_s_clock_newest_kept(wurk: Wurk, r: Any
         History(wurk).recent(0)
 
 
+def test_sample_takes_the_newest_snapshot_of_each_slot_and_deltas_between_them(wurk: Wurk, r: Any) -> None:
+    now = server_ms(r)
+    # One snapshot a second for the last 100 seconds, processed counting up by 3.
+    for n in range(100):
+        r.xadd(keys.STREAM, {"processed": str(3 * n)}, id=f"{now - (99 - n) * 1000 - 500}-0")
+    rows = History(wurk).sample(100, points=10)
+    assert len(rows) == 10 and rows[-1].processed == 297  # the newest is always the last slot's
+    assert all(b.at > a.at for a, b in itertools.pairwise(rows))
+    assert sum(r_.processed_delta or 0 for r_ in rows) == rows[-1].processed - rows[0].processed  # type: ignore[operator]
+    assert len(History(wurk).sample(100, points=1000)) == 100  # empty slots give nothing
+    r.delete(keys.STREAM)
+    r.set(keys.STREAM, "x")
+    assert History(wurk).sample(3600) == []
+    with pytest.raises(ValueError):
+        History(wurk).sample(-1)
+
+
 def test_the_settings_name_what_is_wrong() -> None:
     assert Settings().history_interval == 30 and Settings().history_retention == 7
     assert Settings.from_mapping({"HISTORY_RETENTION": "0"}).history_retention == 0

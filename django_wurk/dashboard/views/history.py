@@ -1,16 +1,16 @@
 """The Metrics tab's History: the leader's snapshots of the fleet over days (docs/metrics.md).
 
-Charts are drawn from at most ``CHART_POINTS`` snapshots spread evenly over the period; the
-executions between two drawn points come from the running totals the snapshots keep, so
-thinning the points loses no executions. Everything read is what ``History`` made safe
-(junk counts are ``None``, drawn as 0 and shown as "—"), and every text goes through the
+Charts are drawn from at most ``CHART_POINTS`` snapshots spread over the period
+(``History.sample``: one round trip, whatever the period); the executions between two drawn
+points come from the running totals the snapshots keep, so sampling loses no executions.
+Everything read is what ``History`` made safe (junk counts are ``None``, drawn as 0 and
+shown as "—"), and every text goes through the
 template's or ``charts``' escaping.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
 
 from django.contrib.admin import AdminSite
 from django.http import HttpRequest, HttpResponse
@@ -51,15 +51,6 @@ def _period(request: HttpRequest) -> tuple[str, str, int]:
     return next((p for p in PERIODS if p[0] == wanted), PERIODS[0])
 
 
-def thin(rows: Sequence[Snapshot], points: int = CHART_POINTS) -> list[Snapshot]:
-    """At most ``points`` of ``rows``, evenly spread, the first and the last always kept."""
-    n = len(rows)
-    if n <= points:
-        return list(rows)
-    step = (n - 1) / (points - 1)
-    return [rows[round(i * step)] for i in range(points)]
-
-
 def _between(now: int | None, before: int | None) -> int:
     return now - before if now is not None and before is not None and now >= before else 0
 
@@ -71,16 +62,16 @@ def _label(row: Snapshot, period_seconds: int) -> str:
 def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
     code, label, seconds = _period(request)
     reader = History(wurk)
-    rows = reader.recent(seconds)
-    drawn = thin(rows)
+    drawn = reader.sample(seconds, CHART_POINTS)
+    # One more than shown: the oldest shown row gets its delta from the one before it.
+    table = reader.recent(seconds, limit=TABLE_ROWS + 1)[-TABLE_ROWS:]
     labels = [_label(r, seconds) for r in drawn]
     context: dict[str, object] = {
         "periods": PERIODS,
         "period_code": code,
         "period_label": label,
-        "count": len(rows),
         "kept": reader.size(),
-        "table": list(reversed(rows[-TABLE_ROWS:])),
+        "table": list(reversed(table)),
         "leader": current_leader(wurk),
     }
     try:
