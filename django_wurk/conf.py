@@ -72,6 +72,10 @@ class Settings:
     leader: bool = True
     #: Seconds the leader's lock lives without renewal: a dead leader is replaced within it.
     leader_ttl: float = 30.0
+    #: Seconds between the leader's historical-metrics snapshots (docs/metrics.md).
+    history_interval: float = 30.0
+    #: Days the historical-metrics snapshots are kept; 0 records none.
+    history_retention: float = 7.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -104,6 +108,17 @@ def _validate(s: Settings) -> None:
         raise ConfigError("PUSH_RETRIES", f"must be 0 or more, got {s.push_retries!r}")
     if not s.leader_ttl > 0:
         raise ConfigError("LEADER_TTL", f"must be greater than 0, got {s.leader_ttl!r}")
+    if not 0 < s.history_interval <= 86_400:
+        raise ConfigError(
+            "HISTORY_INTERVAL",
+            f"must be a number of seconds above 0, at most 86400, got {s.history_interval!r}",
+        )
+    if not (s.history_retention == 0 or s.history_interval <= s.history_retention * 86_400 <= 3650 * 86_400):
+        raise ConfigError(
+            "HISTORY_RETENTION",
+            "must be a number of days (0 records no history), at least HISTORY_INTERVAL and at most "
+            f"3650, got {s.history_retention!r}",
+        )
     if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
         raise ConfigError(
             "DASHBOARD_STATS_TOKEN",

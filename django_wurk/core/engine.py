@@ -58,6 +58,10 @@ class Wurk:
         #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
         #: and starts and stops what it returns, so the worker never names a feature.
         self.services: list[Callable[..., Any]] = []
+        #: What the fleet's one leader does while it leads: factories ``factory(wurk, identity)``
+        #: of duties whose ``tick()`` the leader's service calls on each of its passes (the
+        #: periodic feature campaigns; ``core/features/periodic/duties.py``). Historical metrics are one.
+        self.leader_duties: list[Callable[..., Any]] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         self._redis: Redis | None = None
@@ -116,7 +120,8 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and push gates and services), so one test's additions never run in the next.
+        removed too (and push gates, services and leader duties), so one test's additions never
+        run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
@@ -126,6 +131,7 @@ class Wurk:
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
         gates = list(self.push_gates)
         services = list(self.services)
+        duties = list(self.leader_duties)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -136,6 +142,7 @@ class Wurk:
             self.death_handlers[:] = deaths
             self.push_gates[:] = gates
             self.services[:] = services
+            self.leader_duties[:] = duties
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._redis, self._scripts, self._lines = saved

@@ -57,6 +57,7 @@ UNIQUE_LOCK = Script.load("unique_lock")
 CELERY_RESTORE = Script.load("celery_restore")
 LIMITER = Script.load("limiter")
 LIMITER_SWEEP = Script.load("limiter_sweep")
+HISTORY_SNAPSHOT = Script.load("history_snapshot")
 
 ALL = (
     FETCH,
@@ -74,6 +75,7 @@ ALL = (
     CELERY_RESTORE,
     LIMITER,
     LIMITER_SWEEP,
+    HISTORY_SNAPSHOT,
 )
 
 
@@ -258,3 +260,27 @@ class Scripts:
     def sweep_limiters(self, names_key: str, meta_keys: Sequence[bytes], names: Sequence[bytes]) -> int:
         """Remove from ``names_key`` each name whose metadata hash is gone; how many were."""
         return int(self._run(LIMITER_SWEEP, (names_key, *meta_keys), names))
+
+    # Historical metrics (history_snapshot.lua) -------------------------------------------
+
+    def record_history(
+        self,
+        stream: str,
+        leader: str,
+        identity: str,
+        gap_ms: int,
+        retention_ms: int,
+        max_entries: int,
+        fields: Sequence[tuple[str, str]],
+    ) -> tuple[int, str]:
+        """Append a snapshot to ``stream`` if ``identity`` holds ``leader`` and the newest entry
+        is at least ``gap_ms`` old; trimmed to ``retention_ms`` and ``max_entries``.
+
+        Returns ``(status, detail)``: 1 written (the ID), 0 not the leader, 2 too soon (ms to
+        wait), 3 the key is of another type (which), 4 the newest entry is in the future (its ID).
+        """
+        flat = [part for pair in fields for part in pair]
+        status, detail = self._run(
+            HISTORY_SNAPSHOT, (stream, leader), (identity, gap_ms, retention_ms, max_entries, *flat)
+        )
+        return int(status), detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)

@@ -46,7 +46,7 @@ class Command(BaseCommand):
         from django_wurk import logging as wurk_logging
         from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
-        from django_wurk.periodic import install_from_settings
+        from django_wurk.periodic import install_from_settings, install_history
 
         queues = None
         if options["queues"]:
@@ -67,6 +67,8 @@ class Command(BaseCommand):
             app = app_settings()  # the app's own settings too: a bad one stops the start, by name
             # Every process campaigns to be the leader that fires WURK["PERIODIC"].
             install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
+            # The leader (of those) records the historical metrics (docs/metrics.md).
+            install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
