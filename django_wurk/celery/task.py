@@ -400,9 +400,11 @@ class Task:
         celery_chain = opts.pop("chain", None)
         if celery_chain:
             # A Celery message's embedded chain keeps the next step last (Celery pops it).
-            if not isinstance(celery_chain, (list, tuple)):
-                raise TypeError(f"{where}: chain must be a list of signatures, got {celery_chain!r}")
-            rest_of_chain = [*reversed(celery_chain), *(rest_of_chain or ())]
+            try:
+                handed_over = canvas.from_celery_chain(celery_chain)
+            except canvas.UnsupportedWorkflow as exc:
+                raise canvas.UnsupportedWorkflow(f"{where}: chain= {exc}") from None
+            rest_of_chain = [*handed_over, *(rest_of_chain or ())]
         ignore_result = opts.pop("ignore_result", None)
         retries = opts.pop("retries", None)
         serializer = opts.pop("serializer", "json")
