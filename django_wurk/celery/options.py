@@ -34,6 +34,7 @@ UNSUPPORTED = {
     "shadow": "the dashboard shows the task's name",
     "headers": "Celery message headers have no place in a Sidekiq payload",
     "reject_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
+    "retry_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
     "acks_on_failure_or_timeout": "a failed job is recorded (dead set) before it is acknowledged",
 }
 #: Accepted and meaningless here, silently (they describe how Celery talks to its broker).

@@ -254,7 +254,7 @@ TASK_OPTIONS = (
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
 TASK_UNSUPPORTED = (
     "rate_limit", "time_limit", "soft_time_limit", "priority", "reject_on_worker_lost",
-    "acks_on_failure_or_timeout",
+    "acks_on_failure_or_timeout", "retry_on_worker_lost",
 )  # fmt: skip
 TASK_IGNORED = (
     "typing",
