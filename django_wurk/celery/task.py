@@ -3,7 +3,7 @@ over wurk jobs.
 
 A ``Task`` is what the decorator returns, as in Celery: calling it runs the function here;
 ``delay``/``apply_async`` push a Sidekiq job (see ``django_wurk.celery.job`` for the job and
-``docs/celery.md`` for the payload). Tasks are kept by their Celery name, which
+``docs/migrate-from-celery.md`` for the payload). Tasks are kept by their Celery name, which
 ``lookup(name)`` answers, so a Celery message naming a task can be turned into a call.
 """
 
@@ -521,7 +521,7 @@ class Task:
         if (args is not None and list(args) != list(request.args)) or (
             kwargs is not None and dict(kwargs) != dict(request.kwargs)
         ):
-            raise ImproperlyConfigured(f"{where}: a retry runs with the same arguments (see docs/celery.md)")
+            raise ImproperlyConfigured(f"{where}: a retry runs with the same arguments (see docs/migrate-from-celery.md)")
         if not throw:
             raise ImproperlyConfigured(f"{where}: throw=False is not supported; the retry is the exception")
         for key, value in opts.items():
