@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery import codec
+from django_wurk.celery import options as call_options
 from django_wurk.celery.exceptions import ImproperlyConfigured
 from django_wurk.celery.results import AsyncResult
 from django_wurk.core import wire
@@ -259,6 +260,10 @@ def from_celery_chain(steps: Any) -> list[Signature]:
         if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
             raise UnsupportedWorkflow(f"chain step {step['task']!r}: args or kwargs of the wrong type")
         kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
+        try:  # checked now, so a bad step is refused with its message, not met halfway through
+            call_options.check_step(kept)
+        except ValueError as exc:
+            raise UnsupportedWorkflow(f"chain step {step['task']!r}: {exc}") from None
         out.append(Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable"))))
     return out
 
