@@ -521,7 +521,9 @@ class Task:
         if (args is not None and list(args) != list(request.args)) or (
             kwargs is not None and dict(kwargs) != dict(request.kwargs)
         ):
-            raise ImproperlyConfigured(f"{where}: a retry runs with the same arguments (see docs/migrate-from-celery.md)")
+            raise ImproperlyConfigured(
+                f"{where}: a retry runs with the same arguments (see docs/migrate-from-celery.md)"
+            )
         if not throw:
             raise ImproperlyConfigured(f"{where}: throw=False is not supported; the retry is the exception")
         for key, value in opts.items():
