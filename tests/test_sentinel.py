@@ -8,6 +8,7 @@ There is no skipping: a missing binary fails the test.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import signal
@@ -190,7 +191,9 @@ def test_a_bad_sentinel_url_fails_naming_the_setting(url: str, complaint: str) -
     assert "s3cret" not in str(caught.value)
 
 
-def test_manage_py_check_names_a_bad_sentinel_url(monkeypatch: pytest.MonkeyPatch, clean_environment: None) -> None:
+def test_manage_py_check_names_a_bad_sentinel_url(
+    monkeypatch: pytest.MonkeyPatch, clean_environment: None
+) -> None:
     monkeypatch.setenv("WURK_REDIS_URL", "redis+sentinel://127.0.0.1:26379")
     errors = [message for message in run_checks() if message.id and message.id.startswith("django_wurk")]
     assert any("REDIS_URL" in message.msg and "no service name" in message.msg for message in errors), errors
@@ -220,7 +223,7 @@ def test_a_demoted_master_is_an_outage_not_an_error(make_cluster: Callable[..., 
     """READONLY from a server turned replica (also from inside a Lua script) is a connection error."""
     cluster = make_cluster()
     with global_wurk.override(Config(redis_url=f"redis://127.0.0.1:{cluster.replica}/0")):
-        with pytest.raises(redis_lib.ConnectionError, match="no longer the master.*read only replica"):
+        with pytest.raises(redis_lib.ConnectionError, match=r"no longer the master.*read only replica"):
             global_wurk.redis.set("k", 1)
         with pytest.raises(redis_lib.ConnectionError, match="no longer the master"):
             global_wurk.scripts.acquire_lease("lease", "me", 1000)
@@ -292,14 +295,16 @@ def failover_under_load(cluster: Cluster, tmp_path: Path, force: Callable[[], No
         before = len(pusher.acknowledged)
         forced_at = time.monotonic()
         force()
-        wait_for(lambda: cluster.master_port() == cluster.replica and cluster.writable(cluster.replica), timeout=30)
+        wait_for(
+            lambda: cluster.master_port() == cluster.replica and cluster.writable(cluster.replica), timeout=30
+        )
         moved_at = time.monotonic()
         # New pushes succeed on the new master, and the worker runs them.
         wait_for(lambda: sum(1 for at, _ in pusher.times if at > moved_at) >= 200, timeout=60)
         after_push = [n for at, n in pusher.times if at > moved_at]
         wait_for(lambda: set(after_push) <= set(ran(runs)), timeout=60)
         stamps = [at for at, _ in pusher.times]
-        gap = max(later - earlier for earlier, later in zip(stamps, stamps[1:]) if later > forced_at)
+        gap = max(later - earlier for earlier, later in itertools.pairwise(stamps) if later > forced_at)
         pusher.stop.set()
         thread.join(30)
         # Every push the replica acknowledged runs: none lost from the queue or a private list.
@@ -337,7 +342,9 @@ def failover_under_load(cluster: Cluster, tmp_path: Path, force: Callable[[], No
 
 
 @pytest.mark.slow
-def test_sentinel_failover_under_load_loses_nothing(make_cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+def test_sentinel_failover_under_load_loses_nothing(
+    make_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
     """``SENTINEL FAILOVER`` while jobs stream in, with ``min-replicas-to-write 1``: nothing acknowledged is lost."""
     cluster = make_cluster(min_replicas=1)
 

@@ -25,7 +25,14 @@ import threading
 from typing import Any
 
 import redis
-from redis.sentinel import Sentinel, SentinelConnectionPool, SentinelConnectionPoolProxy, SentinelManagedConnection
+
+# redis-py leaves its Sentinel classes unannotated, hence the no-untyped-call ignores below.
+from redis.sentinel import (
+    Sentinel,
+    SentinelConnectionPool,
+    SentinelConnectionPoolProxy,
+    SentinelManagedConnection,
+)
 
 from django_wurk.core.config import parse_sentinel_url
 
@@ -94,10 +101,10 @@ class MasterWatch(SentinelConnectionPoolProxy):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._watch_lock = threading.Lock()
         self._known: Any = None
-        super().__init__(*args, **kwargs)
+        super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]
 
     def get_master_address(self) -> Any:
-        address = super().get_master_address()
+        address = super().get_master_address()  # type: ignore[no-untyped-call]
         with self._watch_lock:
             before, self._known = self._known, address
         if before is not None and before != address:
@@ -114,7 +121,7 @@ class BlockingSentinelPool(SentinelConnectionPool, redis.BlockingConnectionPool)
     """A Sentinel-managed pool that waits for a free connection rather than failing at once."""
 
     def __init__(self, service_name: str, sentinel_manager: Sentinel, **kwargs: Any) -> None:
-        super().__init__(service_name, sentinel_manager, **kwargs)
+        super().__init__(service_name, sentinel_manager, **kwargs)  # type: ignore[no-untyped-call]
         self.proxy = MasterWatch(
             connection_pool=self,
             is_master=True,
@@ -132,7 +139,7 @@ def sentinel_pool(url: str, **options: Any) -> BlockingSentinelPool:
     """
     where = parse_sentinel_url(url)
     sentinel_options = {key: value for key, value in options.items() if key.startswith("socket_")}
-    manager = Sentinel(list(where.sentinels), sentinel_kwargs=sentinel_options)
+    manager = Sentinel(list(where.sentinels), sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
     return BlockingSentinelPool(
         where.service,
         manager,
