@@ -231,6 +231,32 @@ def test_a_demoted_master_is_an_outage_not_an_error(make_cluster: Callable[..., 
             jobs.echo.perform_async("refused")
 
 
+def test_push_wait_replicas_returns_once_the_replica_has_the_push(
+    make_cluster: Callable[..., Cluster], caplog: pytest.LogCaptureFixture
+) -> None:
+    cluster = make_cluster()
+    replica = cluster.servers[cluster.replica]
+    config = Config(redis_url=cluster.url, push_wait_replicas=1, push_wait_timeout=0.3)
+    with global_wurk.override(config), cluster.client(cluster.replica) as on_replica:
+        jobs.echo.perform_async("warm-up")  # connects, so the timing below is the WAIT's
+        wait_for(lambda: on_replica.llen("queue:default") == 1)
+        replica.send_signal(signal.SIGSTOP)  # the replica stops reading its replication stream
+        try:
+            started = time.monotonic()
+            jobs.echo.perform_async("unconfirmed")
+            waited = time.monotonic() - started
+        finally:
+            replica.send_signal(signal.SIGCONT)
+        assert waited >= 0.3
+        assert "only 0 of WURK['PUSH_WAIT_REPLICAS'] = 1 replicas" in caplog.text
+        caplog.clear()
+        wait_for(lambda: on_replica.llen("queue:default") == 2)
+        jobs.echo.perform_bulk([("a",), ("b",), ("c",)])
+        # No poll here: when the push returns, the replica has it.
+        assert on_replica.llen("queue:default") == 5
+        assert "PUSH_WAIT_REPLICAS" not in caplog.text
+
+
 # Failover under load -------------------------------------------------------------------
 
 

@@ -103,6 +103,10 @@ class Config:
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     #: The version new pushes are encrypted with; empty means the only key's (``encryption_version``).
     encryption_active: str = ""
+    #: After each push, wait until this many replicas have it (Redis ``WAIT``); 0: don't wait.
+    push_wait_replicas: int = 0
+    #: The longest a push waits for its replicas (seconds) before it returns anyway, with a warning.
+    push_wait_timeout: float = 1.0
 
     def __post_init__(self) -> None:
         _read_encryption(self)
@@ -333,6 +337,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "batch_expires_in",
         "batch_linger",
         "batch_index_max",
+        "push_wait_replicas",
     ):
         return parse_number(key, raw, int)
     if name in (
@@ -345,6 +350,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "process_dead_after",
         "reaper_interval",
         "max_memory_mb",
+        "push_wait_timeout",
     ):
         return parse_number(key, raw, float)
     return parse_text(key, raw)
@@ -411,6 +417,7 @@ def _validate(c: Config) -> None:
         "BATCH_EXPIRES_IN": c.batch_expires_in,
         "BATCH_LINGER": c.batch_linger,
         "BATCH_INDEX_MAX": c.batch_index_max,
+        "PUSH_WAIT_TIMEOUT": c.push_wait_timeout,
     }
     for key, value in positive.items():
         if not value > 0:
@@ -420,6 +427,7 @@ def _validate(c: Config) -> None:
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
         "CLIENT_BUFFER": c.client_buffer,
+        "PUSH_WAIT_REPLICAS": c.push_wait_replicas,
     }
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too
