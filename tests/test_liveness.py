@@ -106,7 +106,7 @@ def test_a_busy_worker_pulses_at_most_twice_a_second(slow_beat: Launcher, wurk: 
     """
     before = command_counts(r)["unlink"]
     started = time.monotonic()
-    for i in range(60):
+    for _ in range(60):
         jobs.sleepy.perform_async(0.05)
     wait_for(lambda: len(seen(r, "sleepy-done")) == 60)
     elapsed = time.monotonic() - started

@@ -69,7 +69,7 @@ class Stats:
     def drain_totals(self) -> tuple[int, int, dict[tuple[int, str], ClassMetrics]]:
         """Only ``stat:processed``/``stat:failed``'s counts, in ``drain()``'s shape (no metrics)."""
         with self._lock:
-            totals = (self.processed, self.failed, {})
+            totals: tuple[int, int, dict[tuple[int, str], ClassMetrics]] = (self.processed, self.failed, {})
             self.processed = 0
             self.failed = 0
         return totals
