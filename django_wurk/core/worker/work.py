@@ -5,6 +5,11 @@ and removes it when it ends, the heartbeat copies the set into ``<identity>:work
 Web UI's Busy page), and the manager's stop interrupts the jobs still running and pushes
 them back. One lock makes "finished" and "interrupted" exclusive: a job marked finished is
 never interrupted, so its outcome is not recorded and then pushed back as well.
+
+``changed`` wakes the heartbeat when a job starts or ends, so the Busy page shows it within
+a second instead of at the next 10-second beat. Setting it is only a flag check once set:
+under load it stays set until the heartbeat's next write, and Redis sees one write per
+half second at most however many jobs start, never one per job.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class WorkSet:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._busy: dict[str, Work] = {}
+        #: Set when the busy set changed since the heartbeat last wrote it.
+        self.changed = threading.Event()
 
     def start(self, tid: str, unit: UnitOfWork) -> Work:
         """The current thread runs ``unit`` from now until ``end(tid)``.
@@ -44,11 +51,15 @@ class WorkSet:
         work = Work(unit, threading.current_thread())
         with self._lock:
             self._busy[tid] = work
+        if not self.changed.is_set():
+            self.changed.set()
         return work
 
     def end(self, tid: str) -> None:
         with self._lock:
             self._busy.pop(tid, None)
+        if not self.changed.is_set():
+            self.changed.set()
 
     def finish(self, work: Work) -> None:
         """Its outcome is recorded: from now on the stop leaves it alone."""
