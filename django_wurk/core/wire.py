@@ -25,10 +25,11 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, NoReturn
 
+_fast_loads: Callable[[bytes], Any] | None
 try:  # a C decoder for the per-job read; the policy below stays the one that decides
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - orjson is a default dependency, but optional here
