@@ -153,13 +153,14 @@ class Processor:
 
     def process(self, unit: UnitOfWork) -> bool:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
-        work = self.work.start(self.tid, unit)
+        work = self.work.start(self.tid, unit, self.thread)
         try:
             done = self._process(unit)
-            self.work.finish(work)
-            return done
-        finally:
+            self.work.done(self.tid, work)
+        except BaseException:  # Shutdown, or a bug: the job is not running any more either way
             self.work.end(self.tid)
+            raise
+        return done
 
     def _process(self, unit: UnitOfWork) -> bool:
         wurk = self.wurk
