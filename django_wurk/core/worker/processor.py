@@ -175,7 +175,8 @@ class Processor:
         jid = payload.get("jid", "")
         log = job_logger.isEnabledFor(logging.INFO)
         if log:
-            job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
+            context = {"jid": jid, "job_class": job_class_name, "queue": unit.queue}
+            job_logger.info("start", extra=context)
         execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
@@ -191,7 +192,7 @@ class Processor:
                     elapsed / 1000,
                     type(exc).__name__,
                     exc,
-                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                    extra=context,
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
@@ -200,11 +201,7 @@ class Processor:
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:
-            job_logger.info(
-                "done: %.3f sec",
-                elapsed / 1000,
-                extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
-            )
+            job_logger.info("done: %.3f sec", elapsed / 1000, extra=context)
         return True
 
     def _record_outcome(
