@@ -108,3 +108,14 @@ def test_a_worker_runs_each_job_of_a_backlog_once(wurk: Wurk, r: Any, test_confi
         worker.stop()
     assert sorted(json.loads(x)[0] for x in r.lrange("seen:echo", 0, -1)) == list(range(300))
     assert [k for k in r.keys("queue:*") if b"|" in k] == []  # every private list emptied
+
+
+def test_after_a_long_job_a_thread_takes_one_job(wurk: Wurk, r: Any, test_config: Config) -> None:
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.short_job = 0.0  # every job counts as long
+    unit = fetch.fetch()
+    unit = fetch.fetch(unit)
+    assert args_of(unit) == 1 and r.llen(PRIVATE) == 1  # taken one at a time, acknowledged each time
+    fetch.acknowledge(unit)
+    fetch.release()

@@ -258,6 +258,11 @@ class BasicFetch:
 #: thread leaves unacknowledged before its next round trip. One round trip then serves up
 #: to this many jobs: the per-job cost of a busy worker that is mostly Redis replies falls.
 FETCH_AT_MOST = 8
+#: Seconds: a thread takes jobs along only when its last fetch was this recent (its last job,
+#: with the round trip and any wait for the GIL, was short). A round trip matters next to a
+#: short job; next to a long one it is nothing, and jobs taken along could wait behind long
+#: jobs while another process's threads are free to run them.
+SHORT_JOB = 0.05
 
 
 class _Thread:
@@ -268,13 +273,16 @@ class _Thread:
     list, and held: ``ReliableFetch.held`` counts them.
     """
 
-    __slots__ = ("current", "done", "line", "scripts")
+    __slots__ = ("current", "done", "handed_at", "line", "scripts")
 
     def __init__(self, line: Line) -> None:
         self.line = line
         self.scripts = Scripts(line.call)
         self.current: UnitOfWork | None = None
         self.done: list[UnitOfWork] = []
+        #: ``time.monotonic()`` at the start of its last fetch (or its first): the next fetch
+        #: knows how long the job in between took.
+        self.handed_at = time.monotonic()
 
 
 class ReliableFetch:
@@ -286,6 +294,7 @@ class ReliableFetch:
         #: A fetch takes one more job only per this many still waiting in its queue, so a
         #: short queue goes one job per thread, and only a backlog is taken several at a time.
         self.spread = max(1, config.concurrency)
+        self.short_job = SHORT_JOB
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
@@ -323,6 +332,9 @@ class ReliableFetch:
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         mine = self._thread()
+        now = time.monotonic()
+        short = now - mine.handed_at < self.short_job
+        mine.handed_at = now
         with self._lock:
             if previous is not None:
                 mine.done.append(previous)
@@ -344,7 +356,7 @@ class ReliableFetch:
         found = mine.scripts.fetch(
             script_keys,
             [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
-            FETCH_AT_MOST,
+            FETCH_AT_MOST if short else 1,
             self.spread,
         )
         taken = int(found[1]) if found else 0
