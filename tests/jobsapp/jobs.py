@@ -209,3 +209,14 @@ class PeriodicTick(Job):
 
     def perform(self, label: str) -> None:
         record("periodic", {"label": label, "jid": self.jid})
+
+
+@job
+def overlapping(group: str, seconds: float) -> None:
+    """Counts how many jobs of ``group`` run at once: ``seen:overlap-<group>`` gets each start's count."""
+    running = f"overlap-running:{group}"
+    record(f"overlap-{group}", int(wurk.redis.incr(running)))
+    try:
+        time.sleep(seconds)
+    finally:
+        wurk.redis.decr(running)
