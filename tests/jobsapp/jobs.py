@@ -6,9 +6,11 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django_wurk import Job, job, wurk
+from django_wurk.iterable import IterableJob
 
 release = threading.Event()
 
@@ -220,3 +222,20 @@ def overlapping(group: str, seconds: float) -> None:
         time.sleep(seconds)
     finally:
         wurk.redis.decr(running)
+
+
+class Walker(IterableJob):
+    """Walks ``range(n)``, recording each item in ``seen:walker`` and the end in ``seen:walker-done``."""
+
+    checkpoint_interval = 0.2
+
+    def build_enumerator(self, n: int, delay: float, *, cursor: Any) -> Iterator[tuple[int, int]]:
+        for i in range(cursor or 0, n):
+            yield i, i + 1
+
+    def each_iteration(self, item: int, n: int, delay: float) -> None:
+        record("walker", item)
+        time.sleep(delay)
+
+    def on_complete(self, n: int, delay: float) -> None:
+        record("walker-done", n)

@@ -152,6 +152,7 @@ class Launcher:
         and the timeout is shared: a shutdown never takes longer for having capsules.
         """
         for manager in self.managers:
+            manager.stopping.set()
             manager.quiet()
         deadline = time.monotonic() + self.config.timeout
         return sum(

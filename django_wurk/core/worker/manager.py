@@ -63,6 +63,8 @@ class Manager:
         #: The jobs running now; the heartbeat reports them.
         self.work = WorkSet()
         self.quieting = threading.Event()
+        #: Set when the stop begins: long jobs may save their place and leave (``processor.stopping``).
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
         self.processors: list[Processor] = []
         self._reclaiming = threading.Lock()
@@ -83,6 +85,7 @@ class Manager:
             quieting=self.quieting,
             on_died=self.processor_died,
             on_fetch_lost=self.reclaim_strays,
+            stopping=self.stopping,
         )
         if self.name != "default":  # thread dumps and logs tell the capsules apart
             processor.thread.name = f"wurk-processor-{self.name}-{index}"
@@ -150,6 +153,7 @@ class Manager:
         ``hurry``, once set, ends the wait early (a second TERM). It is only polled, never
         waited on, so an OS signal handler may set it while this thread is in here.
         """
+        self.stopping.set()
         self.quiet()
         deadline = time.monotonic() + timeout
         for p in list(self.processors):
