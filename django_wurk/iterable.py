@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from django.db.models import Model, QuerySet
 
 from django_wurk.core.features.iterable import IterableJob, UnreadableIterationState
+from django_wurk.core.worker.processor import Interrupted, stopping
 
 M = TypeVar("M", bound=Model)
 
@@ -36,4 +37,4 @@ def queryset_enumerator(queryset: QuerySet[M], cursor: Any, batch_size: int = 10
             return
 
 
-__all__ = ["IterableJob", "UnreadableIterationState", "queryset_enumerator"]
+__all__ = ["Interrupted", "IterableJob", "UnreadableIterationState", "queryset_enumerator", "stopping"]
