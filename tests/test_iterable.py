@@ -143,3 +143,22 @@ def test_queryset_enumerator_walks_by_primary_key_after_the_cursor() -> None:
     ]
     with pytest.raises(ValueError, match="batch_size"):
         list(queryset_enumerator(Group.objects.all(), None, batch_size=0))
+
+
+def test_with_basic_fetch_a_stopping_worker_pushes_the_job_back_too(
+    wurk: Wurk, r: Any, test_config: Any
+) -> None:
+    from django_wurk.core.worker.launcher import Launcher
+
+    wurk.configure(test_config.replace(fetch="basic", concurrency=1, timeout=20.0))
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        jid = jobs.Walker.perform_async(ITEMS, 0.05)
+        wait_for(lambda: r.llen("seen:walker") >= 5, timeout=30)
+    finally:
+        worker.stop()
+    # Basic fetch holds the job only in memory: it is pushed back at once, with its cursor saved.
+    assert [json.loads(x)["jid"] for x in r.lrange("queue:default", 0, -1)] == [jid]
+    assert int(r.hget(f"it-{jid}", "c")) == len(walked(r)) < ITEMS
+    assert not r.exists("seen:walker-done")
