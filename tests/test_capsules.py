@@ -167,3 +167,21 @@ def test_kill_9_recovers_both_capsules_private_lists(
     successor.send_signal(signal.SIGTERM)
     _, stderr = successor.communicate(timeout=30)
     assert successor.returncode == 0, stderr
+
+
+def test_every_forked_process_runs_the_capsules(
+    wurk: Wurk,
+    r: Any,
+    redis_url: str,
+    stop_later: list[subprocess.Popen[str]],  # noqa: F811
+) -> None:
+    proc = start(redis_url, "-P", "2", *CAPSULES, "-t", "0.5")
+    stop_later.append(proc)
+    wait_for(lambda: r.scard("processes") == 2, timeout=60)
+    for identity in r.smembers("processes"):
+        info = json.loads(r.hget(identity, "info"))
+        assert set(info["capsules"]) == {"default", "single"} and info["concurrency"] == 4
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+    wait_for(lambda: r.scard("processes") == 0, timeout=15)
