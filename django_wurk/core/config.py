@@ -47,6 +47,28 @@ class QueueSpec:
     weight: int = 0
 
 
+#: A capsule's name: it appears in the heartbeat and in log lines.
+CAPSULE_NAME = re.compile(r"\A[a-zA-Z0-9_.\-]+\Z")
+
+
+@dataclass(frozen=True)
+class CapsuleSpec:
+    """A pool of job threads with its own queues (Sidekiq 7's capsule).
+
+    A queue belongs to one capsule only: each capsule fetches into its own private lists,
+    and a single-threaded capsule's promise (one job at a time) would not hold if another
+    capsule's threads took from the same queue.
+    """
+
+    name: str
+    queues: tuple[QueueSpec, ...]
+    concurrency: int
+
+    @property
+    def strict_order(self) -> bool:
+        return all(q.weight == 0 for q in self.queues)
+
+
 @dataclass(frozen=True)
 class Config:
     #: Kept out of ``repr()``: it may hold a password (``redact_url()`` makes it safe to show).
@@ -107,10 +129,25 @@ class Config:
     push_wait_replicas: int = 0
     #: The longest a push waits for its replicas (seconds) before it returns anyway, with a warning.
     push_wait_timeout: float = 1.0
+    #: Several pools of job threads in one process, each with its own queues and concurrency
+    #: (``WURK["CAPSULES"]``, ``runwurk --capsule``). Empty: one pool, ``queues`` x ``concurrency``.
+    #: When set, ``concurrency`` becomes the total and ``queues`` the union (as Sidekiq 7 reports them).
+    capsules: tuple[CapsuleSpec, ...] = ()
 
     def __post_init__(self) -> None:
         _read_encryption(self)
+        _read_capsules(self)
         _validate(self)
+
+    def capsule_list(self) -> tuple[CapsuleSpec, ...]:
+        """The pools a worker process runs: the configured capsules, or the one ``default`` pool."""
+        return self.capsules or (CapsuleSpec("default", self.queues, self.concurrency),)
+
+    def for_capsule(self, capsule: CapsuleSpec) -> Config:
+        """This configuration narrowed to one capsule (what its manager and fetch read)."""
+        if not self.capsules:
+            return self
+        return dataclasses.replace(self, capsules=(), queues=capsule.queues, concurrency=capsule.concurrency)
 
     @property
     def encryption_version(self) -> str:
@@ -316,6 +353,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
             raise ConfigError(
                 key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}"
             ) from None
+    if name == "capsules":
+        return parse_capsules(key, raw)
     if name in ("encryption_keys", "encryption_active"):
         return raw  # read (and checked) by the Config itself, so a direct Config(...) is read alike
     if name in ("legacy_workers_key", "strict_args"):
@@ -446,6 +485,103 @@ def _validate(c: Config) -> None:
         raise ConfigError("QUEUES", "at least one queue is needed")
     if not isinstance(c.timestamps, TimestampStyle):
         raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")
+
+
+# Capsules -------------------------------------------------------------------------------
+
+
+def parse_capsule(setting: str, name: Any, value: Any) -> CapsuleSpec:
+    """One capsule: ``{"queues": [...], "concurrency": N}``, or its text ``name:N:q1,w1;q2``."""
+    if isinstance(value, CapsuleSpec):
+        return value
+    if isinstance(name, CapsuleSpec):  # already read (a list of them)
+        return name
+    if value is None and isinstance(name, str):  # the text form
+        capsule_name, _, rest = name.strip().partition(":")
+        concurrency_text, sep, queues_text = rest.partition(":")
+        if not sep or not queues_text.strip():
+            raise ConfigError(
+                setting, f"cannot read {name!r} as a capsule; use 'name:concurrency:queue1;queue2,weight'"
+            )
+        return parse_capsule(
+            setting, capsule_name, {"queues": queues_text.split(";"), "concurrency": concurrency_text}
+        )
+    if not isinstance(name, str) or not CAPSULE_NAME.fullmatch(name):
+        raise ConfigError(setting, f"capsule name {name!r} must match [a-zA-Z0-9_.-]+")
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            setting, f"capsule {name!r} must be a dict with 'queues' and 'concurrency', got {value!r}"
+        )
+    unknown = set(value) - {"queues", "concurrency"}
+    if unknown:
+        raise ConfigError(
+            setting, f"capsule {name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown, key=str)))}"
+        )
+    raw_queues = value.get("queues")
+    if isinstance(raw_queues, (str, bytes)) or not isinstance(raw_queues, (list, tuple)) or not raw_queues:
+        raise ConfigError(setting, f"capsule {name!r} needs a non-empty list of 'queues', got {raw_queues!r}")
+    queues = tuple(parse_queue(setting, q) for q in raw_queues)
+    concurrency = parse_number(setting, value.get("concurrency", 5), int)
+    if not concurrency >= 1:
+        raise ConfigError(setting, f"capsule {name!r} needs a concurrency of at least 1, got {concurrency!r}")
+    return CapsuleSpec(name, queues, int(concurrency))
+
+
+def parse_capsules(setting: str, raw: Any) -> tuple[CapsuleSpec, ...]:
+    """``{name: {"queues": [...], "concurrency": N}}``, a list of text forms, or text separated by spaces."""
+    if isinstance(raw, str):
+        raw = raw.split()
+    if isinstance(raw, Mapping):
+        capsules = [parse_capsule(setting, name, value) for name, value in raw.items()]
+    elif isinstance(raw, (list, tuple)):
+        capsules = [parse_capsule(setting, item, None) for item in raw]
+    else:
+        raise ConfigError(setting, f"expected a dict of capsules, got {raw!r}")
+    return tuple(capsules)
+
+
+def _read_capsules(c: Config) -> None:
+    """Check the capsules against each other, and derive ``concurrency``/``queues`` from them.
+
+    Setting ``CONCURRENCY`` or ``QUEUES`` as well would leave two answers to "which queues,
+    how many threads": an error, unless it says what the capsules say.
+    """
+    if not c.capsules:
+        return
+    capsules = parse_capsules("CAPSULES", c.capsules) if not isinstance(c.capsules, tuple) else c.capsules
+    seen_names: set[str] = set()
+    owner: dict[str, str] = {}
+    for capsule in capsules:
+        if not isinstance(capsule, CapsuleSpec):
+            raise ConfigError("CAPSULES", f"expected CapsuleSpec entries, got {capsule!r}")
+        if capsule.name in seen_names:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} is defined twice")
+        seen_names.add(capsule.name)
+        if capsule.concurrency < 1:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} needs a concurrency of at least 1")
+        if not capsule.queues:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} has no queues")
+        for q in capsule.queues:
+            if q.name in owner and owner[q.name] != capsule.name:
+                raise ConfigError(
+                    "CAPSULES",
+                    f"queue {q.name!r} is in capsules {owner[q.name]!r} and {capsule.name!r}; "
+                    "a queue belongs to one capsule",
+                )
+            owner[q.name] = capsule.name
+    total = sum(capsule.concurrency for capsule in capsules)
+    union = tuple(q for capsule in capsules for q in capsule.queues)
+    defaults = Config.__dataclass_fields__
+    if c.concurrency not in (defaults["concurrency"].default, total):
+        raise ConfigError(
+            "CONCURRENCY",
+            f"cannot be set together with CAPSULES (each capsule has its own); got {c.concurrency!r}",
+        )
+    if c.queues not in (defaults["queues"].default, union):
+        raise ConfigError("QUEUES", "cannot be set together with CAPSULES (each capsule has its own queues)")
+    object.__setattr__(c, "capsules", capsules)
+    object.__setattr__(c, "concurrency", total)
+    object.__setattr__(c, "queues", union)
 
 
 # Encryption keys ------------------------------------------------------------------------

@@ -80,6 +80,9 @@ class Fetch(Protocol):
     def requeue(self, units: list[UnitOfWork]) -> None:
         """At shutdown: put unfinished jobs back where they will be fetched next."""
 
+    def push_back(self, units: list[UnitOfWork]) -> int:
+        """Put these fetched jobs (only these) back where they will be fetched next."""
+
     def release(self) -> None:
         """The calling processor thread is ending: give back its connection."""
 
@@ -246,12 +249,16 @@ class BasicFetch:
         """Nothing held: every fetch goes through the pool."""
 
     def requeue(self, units: list[UnitOfWork]) -> None:
+        self.push_back(units)
+
+    def push_back(self, units: list[UnitOfWork]) -> int:
         if not units:
-            return
+            return 0
         pipe = self.redis.pipeline(transaction=False)
         for unit in units:
             pipe.rpush(keys.queue(unit.queue), unit.raw)
         pipe.execute()
+        return len(units)
 
 
 #: Most jobs one reliable fetch takes from a queue with a backlog, and most finished jobs a

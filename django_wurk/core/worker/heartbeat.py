@@ -25,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from django_wurk.core import keys, version, wire
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.stats import Stats, queue_flush
-from django_wurk.core.worker.work import WorkSet
+from django_wurk.core.worker.work import WorkSet, WorkSets
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -56,7 +56,7 @@ class Heartbeat:
         self,
         wurk: Wurk,
         identity: str,
-        work: WorkSet,
+        work: WorkSet | WorkSets,
         stats: Stats,
         outage: Outage,
         on_signal: Callable[[str], None],
@@ -79,9 +79,19 @@ class Heartbeat:
         self._rtt_us = 0
 
     def info(self) -> dict[str, Any]:
+        """The process hash's ``info``, as Sidekiq 7 writes it: one ``capsules`` entry per pool.
+
+        ``concurrency`` is the total, ``queues`` the union, and ``weights`` one hash per
+        capsule in the same order (a Sidekiq 6 Web UI reads the first).
+        """
         config = self.config
-        weights = {q.name: q.weight for q in config.queues}
-        mode = "strict" if config.strict_order else "random" if set(weights.values()) == {1} else "weighted"
+        capsules = {}
+        for capsule in config.capsule_list():
+            weights = {q.name: q.weight for q in capsule.queues}
+            mode = (
+                "strict" if capsule.strict_order else "random" if set(weights.values()) == {1} else "weighted"
+            )
+            capsules[capsule.name] = {"concurrency": capsule.concurrency, "mode": mode, "weights": weights}
         return {
             "hostname": config.hostname,
             "started_at": self.started_at,
@@ -89,8 +99,8 @@ class Heartbeat:
             "tag": config.tag,
             "concurrency": config.concurrency,
             "queues": list(config.queue_names),
-            "weights": [weights],
-            "capsules": {"default": {"concurrency": config.concurrency, "mode": mode, "weights": weights}},
+            "weights": [c["weights"] for c in capsules.values()],
+            "capsules": capsules,
             "labels": list(config.labels),
             "identity": self.identity,
             "version": version.__version__,

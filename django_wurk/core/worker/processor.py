@@ -41,6 +41,30 @@ class Shutdown(BaseException):
     """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
 
 
+class Interrupted(BaseException):
+    """Raised by a job that stops early because the worker is stopping (``stopping()``).
+
+    The job has saved where it got to (an iterable job's cursor); the processor puts it back
+    at the head of its queue as it was fetched, so it resumes next, here or elsewhere. It
+    is not a failure: no retry is counted and no error is reported. A ``BaseException``, so
+    that middleware catching ``Exception`` does not record it as a failure either.
+    """
+
+
+#: The stop flag of the processor running on this thread, for ``stopping()``.
+_current = threading.local()
+
+
+def stopping() -> bool:
+    """Whether the worker running this job is stopping (TERM), so a long job should save and leave.
+
+    False outside a worker (inline runs, tests) and while it is only quiet (TSTP): quiet
+    lets running jobs finish.
+    """
+    event: threading.Event | None = getattr(_current, "stopping", None)
+    return event is not None and event.is_set()
+
+
 def thread_id() -> str:
     """A short per-thread id for the busy-work hash, like Sidekiq's base-36 tid."""
     n = threading.get_ident() ^ os.getpid()
@@ -75,6 +99,7 @@ class Processor:
         quieting: threading.Event,
         on_died: Callable[[Processor], None],
         on_fetch_lost: Callable[[], bool],
+        stopping: threading.Event | None = None,
     ) -> None:
         self.wurk = wurk
         self.index = index
@@ -86,6 +111,8 @@ class Processor:
         self.quieting = quieting
         self.on_died = on_died
         self.on_fetch_lost = on_fetch_lost
+        #: Set by the manager when the stop begins; a job reads it through ``stopping()``.
+        self.stopping = stopping if stopping is not None else threading.Event()
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
         # Read by Manager.reclaim_strays from another thread, which waits for a fetch under way
         # to end: the jobs it moves are held (``ReliableFetch.held``) before it is over.
@@ -98,6 +125,7 @@ class Processor:
 
     def run(self) -> None:
         self.tid = thread_id()
+        _current.stopping = self.stopping
         # The finished job to hand to the next fetch, whose acknowledgement rides on a later
         # round trip (reliable fetch). The fetch keeps it from then on, even if it fails.
         pending: UnitOfWork | None = None
@@ -181,6 +209,13 @@ class Processor:
         started = time.monotonic()
         try:
             execution.run()
+        except Interrupted:
+            if log:
+                job_logger.info(
+                    "interrupted: pushed back to resume later",
+                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                )
+            return self._push_back_interrupted(unit)
         except Shutdown:
             raise
         except Exception as exc:
@@ -203,6 +238,29 @@ class Processor:
         if log:
             job_logger.info("done: %.3f sec", elapsed / 1000, extra=context)
         return True
+
+    def _push_back_interrupted(self, unit: UnitOfWork) -> bool:
+        """Put a job that interrupted itself back at the head of its queue; always False (no ack).
+
+        With reliable fetch the move out of the private list is atomic; if Redis is down the
+        job stays there and the stop's sweep pushes it back. With basic fetch the payload goes
+        to the log at CRITICAL if it cannot be pushed, as at any shutdown.
+        """
+
+        def give_up(exc: RedisError) -> bool:
+            logger.critical(
+                "could not push an interrupted job back to queue %r (%s); its payload: %r",
+                unit.queue,
+                exc,
+                unit.raw,
+            )
+            return False
+
+        def push() -> bool:
+            self.fetch.push_back([unit])
+            return False
+
+        return self.outage.ride_out(push, time.monotonic() + max(self.wurk.config.timeout, 5.0), give_up)
 
     def _record_outcome(
         self, write: Callable[[], object], unit: UnitOfWork, failure: BaseException | None = None

@@ -95,3 +95,26 @@ class WorkSet:
         """The jobs among ``works`` that did not finish after all (to push back)."""
         with self._lock:
             return [w.unit for w in works if not w.finished]
+
+
+class WorkSets:
+    """The running jobs of every capsule of a process, as one heartbeat reports them.
+
+    Each capsule's manager keeps its own ``WorkSet`` (its stop interrupts and pushes back only
+    its own jobs, through its own fetch); the heartbeat lists them together. Thread ids are
+    unique in the process, so the union loses nothing.
+    """
+
+    def __init__(self, sets: list[WorkSet]) -> None:
+        self.sets = sets
+        #: One event for every capsule: a job starting or ending in any of them wakes the
+        #: heartbeat's pulse, which writes them all together.
+        self.changed = threading.Event()
+        for work in sets:
+            work.changed = self.changed
+
+    def snapshot(self) -> dict[str, Work]:
+        busy: dict[str, Work] = {}
+        for work in self.sets:
+            busy.update(work.snapshot())
+        return busy

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_wurk.core.config import ConfigError, parse_queue, redact_url
+from django_wurk.core.config import ConfigError, parse_capsules, parse_queue, redact_url
 
 
 class Command(BaseCommand):
@@ -28,6 +28,13 @@ class Command(BaseCommand):
             dest="queues",
             metavar="NAME[,WEIGHT]",
             help="queue to work, repeatable; strict order without weights, weighted random with them",
+        )
+        parser.add_argument(
+            "--capsule",
+            action="append",
+            dest="capsules",
+            metavar="NAME:CONCURRENCY:QUEUE[,WEIGHT][;QUEUE[,WEIGHT]...]",
+            help="a pool of job threads with its own queues, repeatable (replaces WURK['CAPSULES'])",
         )
         parser.add_argument(
             "-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown"
@@ -54,13 +61,26 @@ class Command(BaseCommand):
                 queues = [parse_queue("QUEUES", q) for q in options["queues"]]
             except ConfigError as exc:
                 raise CommandError(f"--queue: {exc}") from None
+        concurrency = options["concurrency"]
+        capsules = None
+        if options["capsules"]:
+            if queues or concurrency:
+                raise CommandError("--capsule: each capsule has its own queues and threads; drop -q and -c")
+            try:
+                capsules = parse_capsules("CAPSULES", options["capsules"])
+            except ConfigError as exc:
+                raise CommandError(f"--capsule: {exc}") from None
+            # The flags win over the settings' QUEUES and CONCURRENCY, as -q and -c do.
+            queues = [q for capsule in capsules for q in capsule.queues]
+            concurrency = sum(capsule.concurrency for capsule in capsules)
         overrides = {
-            "CONCURRENCY": options["concurrency"],
+            "CONCURRENCY": concurrency,
             "QUEUES": queues,
             "TIMEOUT": options["timeout"],
             "TAG": options["tag"],
             "PROCESSES": options["processes"],
             "MAX_MEMORY_MB": options["max_memory_mb"],
+            "CAPSULES": capsules,
         }
         try:
             config = build_config(overrides)
