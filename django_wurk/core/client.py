@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -150,6 +150,32 @@ class Engine(Protocol):
     @property
     def push_gates(self) -> list[PushGate]: ...
 
+    @property
+    def shard(self) -> str: ...
+
+    def via(self, shard: str | None) -> AbstractContextManager[Any]: ...
+
+
+class ShardMismatch(ValueError):
+    """A push inside a batch's ``jobs()`` block names another shard than the batch's."""
+
+
+def on_shard(wurk: Engine, delivery: Delivery) -> AbstractContextManager[Any]:
+    """The block a push runs in: its ``shard`` delivery option's, or the current shard.
+
+    The whole push runs there, client middleware included, so a unique lock, a limiter's
+    count and a batch's bookkeeping live on the same Redis as the job itself.
+    """
+    shard = delivery.get("shard") if delivery else None
+    if shard is None:
+        return nullcontext()
+    if _capture.get() is not None and shard != wurk.shard:
+        raise ShardMismatch(
+            f"this push goes to shard {shard!r} but the open batch block writes to shard {wurk.shard!r}: "
+            "a batch and all its jobs live on one shard (open the batch inside wurk.via(...) of that shard)"
+        )
+    return wurk.via(shard)
+
 
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
@@ -165,9 +191,7 @@ class RedisPusher:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def push(
-        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> Refused:
+    def _write(self, payloads: Sequence[Payload], at: float | None) -> Refused:
         refused: list[str] = []
         gates = self.wurk.push_gates
         if gates and payloads:
@@ -196,6 +220,17 @@ class RedisPusher:
             commands.append(("ZADD", keys.SCHEDULE, *members))
         self.wurk.lines.get().pipeline(commands)
         return refused
+
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
+        # Pushes deferred to a commit (or to the outage buffer) come here outside the
+        # caller's via() block: the delivery's shard still says where they belong.
+        shard = delivery.get("shard") if delivery else None
+        if shard is None:
+            return self._write(payloads, at)
+        with self.wurk.via(shard):
+            return self._write(payloads, at)
 
 
 def writes_to_redis(wurk: Engine) -> bool:
@@ -251,7 +286,7 @@ class BufferedPusher:
     def __init__(self, wurk: Engine, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
-        self._backlog: deque[tuple[list[Payload], float | None]] = deque()
+        self._backlog: deque[tuple[list[Payload], float | None, Delivery]] = deque()
         self._size = 0
         self._lock = threading.Lock()
         # Whether a drain thread owns the backlog. Set and cleared only under the lock, in
@@ -271,7 +306,7 @@ class BufferedPusher:
     ) -> Refused:
         if not self._size:
             try:
-                return self.inner.push(payloads, at)
+                return self.inner.push(payloads, at, delivery)
             except (redis_exceptions.RedisError, OSError) as exc:
                 if not self.wurk.config.client_buffer:
                     raise EnqueueError(
@@ -279,10 +314,10 @@ class BufferedPusher:
                         f"{redact_url(self.wurk.config.redis_url)}: {exc}"
                     ) from exc
                 logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
-        self._buffer(list(payloads), at)
+        self._buffer(list(payloads), at, delivery)
         return None
 
-    def _buffer(self, payloads: list[Payload], at: float | None) -> None:
+    def _buffer(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
         limit = self.wurk.config.client_buffer
         with self._lock:
             if self._size + len(payloads) > limit:
@@ -290,7 +325,7 @@ class BufferedPusher:
                     f"Redis at {redact_url(self.wurk.config.redis_url)} is unreachable and the outage "
                     f"buffer is full ({self._size} of WURK['CLIENT_BUFFER'] = {limit}); this push was refused"
                 )
-            self._backlog.append((payloads, at))
+            self._backlog.append((payloads, at, delivery))
             self._size += len(payloads)
             if not self._draining:
                 self._draining = True
@@ -303,9 +338,9 @@ class BufferedPusher:
                 if not self._backlog:
                     self._draining = False
                     return
-                payloads, at = self._backlog[0]
+                payloads, at, delivery = self._backlog[0]
             try:
-                self.inner.push(payloads, at)
+                self.inner.push(payloads, at, delivery)
             except (redis_exceptions.RedisError, OSError):
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -362,10 +397,11 @@ class Client:
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
-        prepared = self.prepare(payload, at=at)
-        if prepared is None:
-            return None
-        refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        with on_shard(self.wurk, delivery):
+            prepared = self.prepare(payload, at=at)
+            if prepared is None:
+                return None
+            refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return None if refused and jid in refused else jid
 
@@ -411,6 +447,12 @@ class Client:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        with on_shard(self.wurk, delivery):
+            return self._push_bulk(payloads, at, batch_size, delivery)
+
+    def _push_bulk(
+        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery
+    ) -> list[str | None]:
         jids: list[str | None] = []
         pusher = _capture.get() or self.wurk.pusher
         for start in range(0, len(payloads), batch_size):
