@@ -166,16 +166,21 @@ class Config:
         """Every configured shard, ``"default"`` (``REDIS_URL``) first."""
         return (DEFAULT_SHARD, *(name for name, _ in self.shards if name != DEFAULT_SHARD))
 
-    def shard_config(self, name: str) -> Config:
-        """This configuration pointed at shard ``name``'s Redis (``UnknownShard`` if none is named so)."""
-        if name == self.shard:
-            return self
+    def shard_url(self, name: str) -> str:
+        """Shard ``name``'s Redis URL (``UnknownShard`` if no shard is named so)."""
         if name == DEFAULT_SHARD:
-            return dataclasses.replace(self, shard=name)
+            return self.redis_url
         for known, url in self.shards:
             if known == name:
-                return dataclasses.replace(self, redis_url=url, shard=name)
+                return url
         raise UnknownShard(name, self.shard_names())
+
+    def shard_config(self, name: str) -> Config:
+        """What connecting to shard ``name`` takes: this configuration with that shard's URL
+        as its only Redis (``UnknownShard`` if no shard is named so)."""
+        if name == DEFAULT_SHARD and not self.shards:
+            return self
+        return dataclasses.replace(self, redis_url=self.shard_url(name), shards=(), shard=DEFAULT_SHARD)
 
 
 def fields_from_mapping(

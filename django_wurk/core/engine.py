@@ -181,7 +181,7 @@ class Wurk:
         if shard is None or shard == self.shard:
             yield self
             return
-        self.config.shard_config(shard)  # an unknown name fails here, before anything runs
+        self.config.shard_url(shard)  # an unknown name fails here, before anything runs
         token = _via.set(shard)
         try:
             yield self

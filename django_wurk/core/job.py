@@ -443,7 +443,7 @@ def check_shard(value: Any, where: str) -> str | None:
         raise ValueError(f"{where}: shard must be a shard name from WURK['SHARDS'], got {value!r}")
     if value is not None and where.endswith(".set()"):
         try:
-            wurk.config.shard_config(value)
+            wurk.config.shard_url(value)
         except ValueError as exc:
             raise ValueError(f"{where}: {exc}") from None
     return value

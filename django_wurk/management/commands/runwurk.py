@@ -82,7 +82,7 @@ class Command(BaseCommand):
         wurk_logging.configure(level, options["log_format"], options["logfile"])
         wurk.configure(config)
         logging.getLogger("django_wurk").info(
-            "using Redis at %s (shard %r)", redact_url(config.redis_url), config.shard
+            "using Redis at %s (shard %r)", redact_url(config.shard_url(config.shard)), config.shard
         )
 
         if options["autoreload"]:

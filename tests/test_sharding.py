@@ -1,0 +1,176 @@
+"""Shards: several Redis servers, each job pushed to its class's or its push's shard.
+
+Two real servers: the test server is the ``"default"`` shard and a second private one is
+``"bulk"`` (the ``sharded`` fixture). Every assertion looks at both, so a job that landed
+on the wrong shard, or on both, fails.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Any
+
+import pytest
+
+from django_wurk import Batch, Config, Job, Wurk
+from django_wurk.conf import build_config
+from django_wurk.core.client import ShardMismatch
+from django_wurk.core.config import ConfigError, UnknownShard
+from tests.conftest import wait_for
+from tests.jobsapp import jobs
+from tests.test_runwurk import identity_of, start, stop_later  # noqa: F401 - a fixture
+
+
+class ToDefault(Job):
+    wire_name = "tests.sharding.ToDefault"
+
+    def perform(self, *args: Any) -> None:
+        pass
+
+
+class ToBulk(Job):
+    wire_name = "tests.sharding.ToBulk"
+    shard = "bulk"
+
+    def perform(self, *args: Any) -> None:
+        pass
+
+
+class ToNowhere(Job):
+    wire_name = "tests.sharding.ToNowhere"
+    shard = "nowhere"
+
+    def perform(self, *args: Any) -> None:
+        pass
+
+
+class UniqueOnBulk(Job):
+    wire_name = "tests.sharding.UniqueOnBulk"
+    shard = "bulk"
+    unique_for = 600
+
+    def perform(self, *args: Any) -> None:
+        pass
+
+
+def queued(client: Any, queue: str = "default") -> list[Any]:
+    return [json.loads(e)["args"] for e in reversed(client.lrange(f"queue:{queue}", 0, -1))]
+
+
+def test_a_push_lands_on_the_shard_its_class_or_its_set_call_names(wurk: Wurk, r: Any, sharded: Any) -> None:
+    ToDefault.perform_async(1)
+    ToBulk.perform_async(2)
+    ToDefault.set(shard="bulk").perform_async(3)
+    ToBulk.set(shard="default").perform_async(4)
+    ToDefault.set(shard="bulk").perform_bulk([[5], [6]])
+    ToDefault.set(shard="bulk").perform_in(60, 7)
+    assert queued(r) == [[1], [4]]
+    assert queued(sharded) == [[2], [3], [5], [6]]
+    assert r.zcard("schedule") == 0 and sharded.zcard("schedule") == 1
+    assert sharded.smembers("queues") == {b"default"}
+
+
+def test_via_sends_every_push_in_the_block_to_that_shard(wurk: Wurk, r: Any, sharded: Any) -> None:
+    with wurk.via("bulk"):
+        assert wurk.shard == "bulk"
+        ToDefault.perform_async(1)
+        ToDefault.set(shard="default").perform_async(2)  # a named shard wins over the block's
+    assert wurk.shard == "default"
+    ToDefault.perform_async(3)
+    assert queued(sharded) == [[1]]
+    assert queued(r) == [[2], [3]]
+
+
+def test_an_unknown_shard_fails_at_set_or_at_the_first_push_of_its_class(
+    wurk: Wurk, r: Any, sharded: Any
+) -> None:
+    with pytest.raises(ValueError, match=r"no shard is named 'nope'; WURK\['SHARDS'\] names 'default', 'bulk'"):
+        ToDefault.set(shard="nope")
+    with pytest.raises(UnknownShard, match="'nowhere'"):
+        ToNowhere.perform_async(1)
+    with pytest.raises(UnknownShard):
+        with wurk.via("nope"):
+            pass
+    assert queued(r) == [] and queued(sharded) == []
+
+
+def test_a_batch_and_its_jobs_live_on_one_shard(wurk: Wurk, r: Any, sharded: Any) -> None:
+    with wurk.via("bulk"):
+        batch = Batch(description="on bulk")
+        with batch.jobs():
+            ToDefault.perform_async(1)
+            ToBulk.perform_async(2)  # names the batch's own shard: fine
+    assert queued(sharded) == [[1], [2]] and queued(r) == []
+    assert sharded.exists(f"b-{batch.bid}") and not r.exists(f"b-{batch.bid}")
+    assert all(json.loads(e)["bid"] == batch.bid for e in sharded.lrange("queue:default", 0, -1))
+
+    other = Batch(description="on default")
+    with pytest.raises(ShardMismatch, match="goes to shard 'bulk' but the open batch block writes to shard"):
+        with other.jobs():
+            ToBulk.perform_async(3)
+    assert queued(r) == [] and queued(sharded) == [[1], [2]]
+
+
+def test_a_unique_lock_lives_on_its_jobs_shard(wurk: Wurk, r: Any, sharded: Any) -> None:
+    assert UniqueOnBulk.perform_async(1) is not None
+    assert UniqueOnBulk.perform_async(1) is None  # the lock on bulk holds
+    assert [k for k in sharded.keys("unique:*")] and not r.keys("unique:*")
+    # The same job on the default shard is another job, under another lock.
+    assert UniqueOnBulk.set(shard="default").perform_async(1) is not None
+    assert queued(sharded) == [[1]] and queued(r) == [[1]]
+
+
+def test_shards_in_settings(clean_environment: None, settings: Any) -> None:
+    settings.WURK = {"SHARDS": {"default": "redis://a:6379/0", "bulk": "redis://b:6379/0"}}
+    config = build_config()
+    assert config.redis_url == "redis://a:6379/0" and config.shard_names() == ("default", "bulk")
+    assert config.shard_url("bulk") == "redis://b:6379/0"
+
+    settings.WURK = {"REDIS_URL": "redis://a:6379/0", "SHARDS": {"default": "redis://c:6379/0"}}
+    with pytest.raises(ConfigError, match=r"SHARDS.*REDIS_URL.*both set and differ"):
+        build_config()
+    settings.WURK = {"SHARDS": {"bulk": "http://b/"}}
+    with pytest.raises(ConfigError, match=r"WURK\['SHARDS'\]: shard 'bulk': .*redis://"):
+        build_config()
+    settings.WURK = {"SHARDS": {"bad name": "redis://b:6379/0"}}
+    with pytest.raises(ConfigError, match=r"WURK\['SHARDS'\]: a shard name"):
+        build_config()
+    settings.WURK = {"SHARDS": ["redis://b:6379/0"]}
+    with pytest.raises(ConfigError, match=r"WURK\['SHARDS'\]: expected a dict"):
+        build_config()
+    settings.WURK = {"SHARDS": {"bulk": "redis://b:6379/0"}}
+    with pytest.raises(ConfigError, match=r"WURK\['SHARD'\]: no shard is named 'other'"):
+        build_config({"SHARD": "other"})
+    environ = {"WURK_SHARDS": '{"bulk": "redis://e:6379/1"}', "WURK_SHARD": "bulk"}
+    config = build_config(environ=environ)
+    assert config.shard == "bulk" and config.shard_url("bulk") == "redis://e:6379/1"
+    assert Config().shard_names() == ("default",)
+
+
+def test_runwurk_shard_works_only_that_shard(
+    wurk: Wurk,
+    r: Any,
+    sharded: Any,
+    redis_url: str,
+    bulk_redis_url: str,
+    stop_later: list[subprocess.Popen[str]],  # noqa: F811 - the fixture
+) -> None:
+    jobs.echo.perform_async("on default")
+    jobs.echo.set(shard="bulk").perform_async("on bulk")
+    shards = json.dumps({"bulk": bulk_redis_url})
+    proc = start(redis_url, "--shard", "bulk", "-c", "2", WURK_SHARDS=shards)
+    stop_later.append(proc)
+    identity = identity_of(sharded, proc.pid)
+    # The job ran there, and wrote (through wurk.redis, inside the job) to its own shard.
+    wait_for(lambda: sharded.llen("seen:echo") == 1, timeout=30)
+    assert json.loads(sharded.lindex("seen:echo", 0)) == ["on bulk"]
+    assert sharded.llen("queue:default") == 0
+    # Nothing of it touched the default shard: its job waits, no process registered there.
+    assert queued(r) == [["on default"]]
+    assert not r.exists("seen:echo") and not r.smembers("processes")
+    assert identity in {m.decode() for m in sharded.smembers("processes")}
+    proc.terminate()
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert "(shard 'bulk')" in stderr
