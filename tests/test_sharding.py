@@ -85,13 +85,14 @@ def test_via_sends_every_push_in_the_block_to_that_shard(wurk: Wurk, r: Any, sha
 def test_an_unknown_shard_fails_at_set_or_at_the_first_push_of_its_class(
     wurk: Wurk, r: Any, sharded: Any
 ) -> None:
-    with pytest.raises(ValueError, match=r"no shard is named 'nope'; WURK\['SHARDS'\] names 'default', 'bulk'"):
+    with pytest.raises(
+        ValueError, match=r"no shard is named 'nope'; WURK\['SHARDS'\] names 'default', 'bulk'"
+    ):
         ToDefault.set(shard="nope")
     with pytest.raises(UnknownShard, match="'nowhere'"):
         ToNowhere.perform_async(1)
-    with pytest.raises(UnknownShard):
-        with wurk.via("nope"):
-            pass
+    with pytest.raises(UnknownShard), wurk.via("nope"):
+        pass
     assert queued(r) == [] and queued(sharded) == []
 
 
@@ -106,9 +107,9 @@ def test_a_batch_and_its_jobs_live_on_one_shard(wurk: Wurk, r: Any, sharded: Any
     assert all(json.loads(e)["bid"] == batch.bid for e in sharded.lrange("queue:default", 0, -1))
 
     other = Batch(description="on default")
-    with pytest.raises(ShardMismatch, match="goes to shard 'bulk' but the open batch block writes to shard"):
-        with other.jobs():
-            ToBulk.perform_async(3)
+    mismatch = "goes to shard 'bulk' but the open batch block writes to shard"
+    with pytest.raises(ShardMismatch, match=mismatch), other.jobs():
+        ToBulk.perform_async(3)
     assert queued(r) == [] and queued(sharded) == [[1], [2]]
 
 
@@ -174,3 +175,23 @@ def test_runwurk_shard_works_only_that_shard(
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
     assert "(shard 'bulk')" in stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_push_deferred_to_the_commit_still_goes_to_its_shard(
+    wurk: Wurk, r: Any, sharded: Any, use_app_settings: Any
+) -> None:
+    from django.db import transaction
+
+    use_app_settings(enqueue="on_commit")
+    with transaction.atomic():
+        ToBulk.perform_async(1)
+        with wurk.via("bulk"):
+            ToDefault.perform_async(2)
+        assert queued(sharded) == []
+    # After the commit, outside any via() block: the delivery carried the shard.
+    assert queued(sharded) == [[1], [2]] and queued(r) == []
+
+    use_app_settings(enqueue="outbox")
+    with pytest.raises(Exception, match="relays to the 'default' shard only"), transaction.atomic():
+        ToBulk.perform_async(3)

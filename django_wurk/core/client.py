@@ -106,6 +106,15 @@ def admit(
 _capture: ContextVar[Pusher | None] = ContextVar("django_wurk_capture", default=None)
 
 
+#: The shard a ``Wurk.via()`` block chose for this context (``None``: the process's own).
+via_context: ContextVar[str | None] = ContextVar("django_wurk_shard", default=None)
+
+
+def via_shard() -> str | None:
+    """The shard a ``via()`` block chose for this context, if one did."""
+    return via_context.get()
+
+
 def capturing() -> Pusher | None:
     """What collects the pushes made in this context, if anything does."""
     return _capture.get()
@@ -160,13 +169,22 @@ class ShardMismatch(ValueError):
     """A push inside a batch's ``jobs()`` block names another shard than the batch's."""
 
 
+def with_shard(delivery: Delivery) -> Delivery:
+    """``delivery`` naming the shard a ``via()`` block chose, when it names none itself, so a
+    push deferred to a commit or buffered in an outage lands there too, outside the block."""
+    if delivery and delivery.get("shard") is not None:
+        return delivery
+    shard = via_context.get()
+    return delivery if shard is None else {**delivery, "shard": shard}
+
+
 def on_shard(wurk: Engine, delivery: Delivery) -> AbstractContextManager[Any]:
     """The block a push runs in: its ``shard`` delivery option's, or the current shard.
 
     The whole push runs there, client middleware included, so a unique lock, a limiter's
     count and a batch's bookkeeping live on the same Redis as the job itself.
     """
-    shard = delivery.get("shard") if delivery else None
+    shard = delivery.get("shard")
     if shard is None:
         return nullcontext()
     if _capture.get() is not None and shard != wurk.shard:
@@ -397,6 +415,7 @@ class Client:
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
+        delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
             prepared = self.prepare(payload, at=at)
             if prepared is None:
@@ -447,6 +466,7 @@ class Client:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
             return self._push_bulk(payloads, at, batch_size, delivery)
 

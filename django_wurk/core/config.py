@@ -413,9 +413,7 @@ class UnknownShard(ValueError):
     """A push or a process names a shard ``WURK["SHARDS"]`` does not list."""
 
     def __init__(self, name: str, known: tuple[str, ...]) -> None:
-        super().__init__(
-            f"no shard is named {name!r}; WURK['SHARDS'] names {', '.join(map(repr, known))}"
-        )
+        super().__init__(f"no shard is named {name!r}; WURK['SHARDS'] names {', '.join(map(repr, known))}")
         self.name = name
 
 
@@ -424,7 +422,9 @@ def _parse_shards(key: str, raw: Any) -> tuple[tuple[str, str], ...]:
         try:
             raw = json.loads(raw) if raw.strip() else {}
         except ValueError:
-            raise ConfigError(key, f"expected a JSON object of shard names to Redis URLs, got {raw!r}") from None
+            raise ConfigError(
+                key, f"expected a JSON object of shard names to Redis URLs, got {raw!r}"
+            ) from None
     if isinstance(raw, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
         raw = dict(raw)
     if not isinstance(raw, Mapping):

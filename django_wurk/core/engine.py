@@ -16,11 +16,18 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from contextvars import ContextVar
 from typing import Any
 
 from django_wurk.core import activejob, coroutines, wire
-from django_wurk.core.client import BufferedPusher, Client, Pusher, PushGate, RedisPusher, capture
+from django_wurk.core.client import (
+    BufferedPusher,
+    Client,
+    Pusher,
+    PushGate,
+    RedisPusher,
+    capture,
+    via_context,
+)
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
@@ -29,9 +36,6 @@ from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk")
-
-#: The shard a ``Wurk.via()`` block chose for this context (``None``: the process's own).
-_via: ContextVar[str | None] = ContextVar("django_wurk_shard", default=None)
 
 
 class ShardConnection:
@@ -43,6 +47,7 @@ class ShardConnection:
         self.redis: Redis = connect(config)
         self.scripts = Scripts(self.redis.execute_command)
         self.lines = ThreadLines(self.redis)
+
 
 ErrorHandler = Callable[[BaseException, dict[str, Any]], None]
 DeathHandler = Callable[[Payload, BaseException], None]
@@ -171,7 +176,7 @@ class Wurk:
     @property
     def shard(self) -> str:
         """The shard this context talks to: a ``via()`` block's, else the process's (``SHARD``)."""
-        return _via.get() or self.config.shard
+        return via_context.get() or self.config.shard
 
     @contextmanager
     def via(self, shard: str | None) -> Iterator[Wurk]:
@@ -182,14 +187,14 @@ class Wurk:
             yield self
             return
         self.config.shard_url(shard)  # an unknown name fails here, before anything runs
-        token = _via.set(shard)
+        token = via_context.set(shard)
         try:
             yield self
         finally:
-            _via.reset(token)
+            via_context.reset(token)
 
     def _connection(self) -> ShardConnection:
-        name = _via.get() or self.config.shard
+        name = via_context.get() or self.config.shard
         found = self._shards.get(name)
         if found is None:
             with self._lock:

@@ -439,9 +439,11 @@ def job(
 def check_shard(value: Any, where: str) -> str | None:
     """A shard name; ``set(shard=...)`` also checks ``WURK["SHARDS"]`` names it, while a class
     attribute is checked at its first push (defining a class never reads settings)."""
-    if value is not None and (not isinstance(value, str) or not QUEUE_NAME.match(value)):
+    if value is None:
+        return None
+    if not isinstance(value, str) or not QUEUE_NAME.match(value):
         raise ValueError(f"{where}: shard must be a shard name from WURK['SHARDS'], got {value!r}")
-    if value is not None and where.endswith(".set()"):
+    if where.endswith(".set()"):
         try:
             wurk.config.shard_url(value)
         except ValueError as exc:
