@@ -14,11 +14,12 @@ The jobs report their completions to a third, private Redis (``bench/jobside.py`
 probe costs both layouts the same. A round times each layout from the first job's start to
 the last one's end; the median over the rounds is printed, with the ratio.
 
-What it shows depends on where the bottleneck is: one Redis serves far more than two Python
-processes can ask of it, so on a machine with few cores the workers' CPU, not Redis, limits
-a drain, and the second shard buys little. Sharding pays where one Redis is the limit (many
-worker hosts against one server); read docs/scaling-sharding.md before drawing a line
-from this number.
+What the drain shows depends on where the bottleneck is: one Redis serves far more than two
+Python processes can ask of it, so on a machine with few cores the workers' CPU, not Redis,
+limits a drain, and the second shard buys little. So each drain also reads the busiest
+shard's Redis CPU (``INFO cpu``) and prints the **Redis-bound ceiling**: jobs per CPU second
+of that server, the rate at which it would saturate its one core if workers on other hosts
+asked for more. That ceiling is what a shard adds. See docs/scaling-sharding.md.
 """
 
 from __future__ import annotations
@@ -83,10 +84,18 @@ def registered(urls: list[str]) -> int:
     return sum(int(redis.Redis.from_url(url).scard("processes")) for url in set(urls))
 
 
+def redis_cpu(url: str) -> float:
+    """CPU seconds the server at ``url`` has used so far (user + system)."""
+    info = redis.Redis.from_url(url).info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
 def drain(
     probe: redis.Redis, probe_url: str, default: str, shards: dict[str, str], works: list[str], n: int
-) -> float:
-    """Start one ``runwurk -P 1`` per entry of ``works`` (a shard name); jobs/s once n are done.
+) -> tuple[float, float, float]:
+    """Start one ``runwurk -P 1`` per entry of ``works`` (a shard name); once n jobs are done,
+    the jobs/s, the busiest shard's Redis CPU as a share of one core over the drain, and the
+    jobs per CPU second of that Redis (the rate at which it would saturate its core).
 
     The workers listen to queue ``go``, empty until every one of them is up; then each shard's
     filled ``default`` queue becomes ``go`` at once, and the clock is the jobs' own."""
@@ -127,7 +136,10 @@ def drain(
             if time.monotonic() > boot or any(proc.poll() is not None for proc in procs):
                 raise BenchError("the workers did not all start within 60 s")
             time.sleep(0.05)
-        release(sorted(set(urls)))
+        used = sorted(set(urls))
+        cpu_before = [redis_cpu(url) for url in used]
+        released = time.monotonic()
+        release(used)
         deadline = time.monotonic() + 60 + n / 200
         while int(probe.get("bench:done") or 0) < n:
             for proc, log in zip(procs, logs, strict=True):
@@ -137,10 +149,12 @@ def drain(
             if time.monotonic() > deadline:
                 raise BenchError(f"{probe.get('bench:done')}/{n} jobs done in time")
             time.sleep(0.05)  # the timing comes from the jobs' own timestamps, not this loop
+        wall = time.monotonic() - released
+        cpu = max(redis_cpu(url) - before for url, before in zip(used, cpu_before, strict=True))
         pids = probe.smembers("bench:pids")
         firsts = [float(v) for v in probe.mget([f"bench:first:{p.decode()}" for p in pids]) if v]
         lasts = [float(v) for v in probe.mget([f"bench:last:{p.decode()}" for p in pids]) if v]
-        return n / (max(lasts) - min(firsts))
+        return n / (max(lasts) - min(firsts)), cpu / wall, n / cpu
     finally:
         for proc in procs:
             proc.terminate()
@@ -166,39 +180,43 @@ def main() -> None:
     probe_server, first, second = servers
     probe = redis.Redis.from_url(probe_server.url)
     shard_urls = {"bulk": second.url}
-    one: list[float] = []
-    two: list[float] = []
+    results: dict[str, list[tuple[float, float, float]]] = {"1 shard": [], "2 shards": []}
     try:
         print(f"servers: {first.description}; {os.cpu_count()} CPUs; {opts.jobs} no-op jobs per drain")
         for round_ in range(1, opts.rounds + 1):
-            for layout in ("one", "two"):
+            for layout, works in (("1 shard", ["default", "default"]), ("2 shards", ["default", "bulk"])):
                 for server in servers:
                     redis.Redis.from_url(server.url).flushall()
-                if layout == "one":
+                if layout == "1 shard":
                     fill(probe_server.url, first.url, opts.jobs)
-                    rate = drain(
-                        probe, probe_server.url, first.url, shard_urls, ["default", "default"], opts.jobs
-                    )
-                    one.append(rate)
                 else:
-                    half = opts.jobs // 2
-                    fill(probe_server.url, first.url, half)
-                    fill(probe_server.url, second.url, opts.jobs - half)
-                    rate = drain(
-                        probe, probe_server.url, first.url, shard_urls, ["default", "bulk"], opts.jobs
-                    )
-                    two.append(rate)
+                    fill(probe_server.url, first.url, opts.jobs // 2)
+                    fill(probe_server.url, second.url, opts.jobs - opts.jobs // 2)
+                rate, busy, ceiling = drain(probe, probe_server.url, first.url, shard_urls, works, opts.jobs)
+                results[layout].append((rate, busy, ceiling))
                 print(
-                    f"round {round_}: {layout} shard{'s' if layout == 'two' else ''}: {rate:,.0f} jobs/s",
+                    f"round {round_}, 2 processes on {layout}: {rate:,.0f} jobs/s, "
+                    f"busiest Redis {busy:.0%} of a core",
                     flush=True,
                 )
     finally:
         for server in servers:
             server.stop()
-    a, b = statistics.median(one), statistics.median(two)
-    print(f"median, 2 processes on 1 shard:  {a:,.0f} jobs/s")
-    print(f"median, 2 processes on 2 shards: {b:,.0f} jobs/s")
-    print(f"ratio (2 shards / 1 shard): {b / a:.2f}x")
+    # The ceiling: the rate at which the busiest shard's Redis would use a whole core, were
+    # the workers not the limit first (its CPU grows with the jobs it serves).
+    ceilings = {}
+    for layout, runs in results.items():
+        rate = statistics.median(r for r, _, _ in runs)
+        busy = statistics.median(b for _, b, _ in runs)
+        ceilings[layout] = statistics.median(c for _, _, c in runs)
+        print(
+            f"median, 2 processes on {layout}: {rate:,.0f} jobs/s; busiest Redis {busy:.0%} of a core; "
+            f"Redis-bound ceiling ~{ceilings[layout]:,.0f} jobs/s"
+        )
+    one = statistics.median(r for r, _, _ in results["1 shard"])
+    two = statistics.median(r for r, _, _ in results["2 shards"])
+    print(f"drain ratio (2 shards / 1 shard): {two / one:.2f}x")
+    print(f"ceiling ratio (2 shards / 1 shard): {ceilings['2 shards'] / ceilings['1 shard']:.2f}x")
 
 
 if __name__ == "__main__":

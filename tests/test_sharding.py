@@ -195,3 +195,20 @@ def test_a_push_deferred_to_the_commit_still_goes_to_its_shard(
     use_app_settings(enqueue="outbox")
     with pytest.raises(Exception, match="relays to the 'default' shard only"), transaction.atomic():
         ToBulk.perform_async(3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_written_at_the_commit_is_written_on_its_shard(
+    wurk: Wurk, r: Any, sharded: Any, use_app_settings: Any
+) -> None:
+    from django.db import transaction
+
+    use_app_settings(enqueue="on_commit")
+    with transaction.atomic():
+        with wurk.via("bulk"):
+            batch = Batch(description="after commit")
+            with batch.jobs():
+                ToDefault.perform_async(1)
+        assert not sharded.exists(f"b-{batch.bid}")
+    assert sharded.exists(f"b-{batch.bid}") and not r.exists(f"b-{batch.bid}")
+    assert queued(sharded) == [[1]] and queued(r) == []

@@ -51,3 +51,17 @@ def test_the_switcher_picks_the_shard_every_page_and_action_uses(
 def test_one_shard_shows_no_switcher(login: Callable[..., Client], wurk: Wurk) -> None:
     page = login("view").get(url("queues")).content.decode()
     assert 'aria-label="Shards"' not in page
+
+
+def test_monitoring_reads_each_shards_stats_by_name(
+    client: Client, wurk: Wurk, r: Any, sharded: Any, use_app_settings: Callable[..., Any]
+) -> None:
+    token = "monitoring-token-0123456789"
+    use_app_settings(dashboard_stats_token=token)
+    r.set("stat:processed", 7)
+    sharded.set("stat:processed", 11)
+    auth = {"Authorization": f"Bearer {token}"}
+    assert client.get(url("stats"), headers=auth).json()["sidekiq"]["processed"] == 7
+    assert client.get(url("stats") + "?shard=bulk", headers=auth).json()["sidekiq"]["processed"] == 11
+    missing = client.get(url("stats") + "?shard=nope", headers=auth)
+    assert missing.status_code == 404 and missing.json()["error"] == "unknown_shard"
