@@ -160,7 +160,10 @@ def test_runwurk_shard_works_only_that_shard(
     jobs.echo.perform_async("on default")
     jobs.echo.set(shard="bulk").perform_async("on bulk")
     shards = json.dumps({"bulk": bulk_redis_url})
-    proc = start(redis_url, "--shard", "bulk", "-c", "2", WURK_SHARDS=shards)
+    every_minute = [{"cron": "* * * * *", "job": "tests.jobsapp.jobs.PeriodicTick", "args": ["minute"]}]
+    proc = start(
+        redis_url, "--shard", "bulk", "-c", "2", WURK_SHARDS=shards, WURK_PERIODIC=json.dumps(every_minute)
+    )
     stop_later.append(proc)
     identity = identity_of(sharded, proc.pid)
     # The job ran there, and wrote (through wurk.redis, inside the job) to its own shard.
@@ -171,6 +174,10 @@ def test_runwurk_shard_works_only_that_shard(
     assert queued(r) == [["on default"]]
     assert not r.exists("seen:echo") and not r.smembers("processes")
     assert identity in {m.decode() for m in sharded.smembers("processes")}
+    # It leads its shard, but the settings' periodic entries fire from the default shard's
+    # leader only, so they fire once fleet-wide: nothing is registered on bulk.
+    wait_for(lambda: sharded.get("dear-leader") is not None, timeout=30)
+    assert not sharded.exists("periodic") and not r.exists("periodic")
     proc.terminate()
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 0, stderr
@@ -212,3 +219,32 @@ def test_a_batch_written_at_the_commit_is_written_on_its_shard(
         assert not sharded.exists(f"b-{batch.bid}")
     assert sharded.exists(f"b-{batch.bid}") and not r.exists(f"b-{batch.bid}")
     assert queued(sharded) == [[1]] and queued(r) == []
+
+
+def test_a_periodic_fire_goes_to_its_job_classs_shard_from_a_leader_on_another(
+    wurk: Wurk, r: Any, sharded: Any
+) -> None:
+    from datetime import UTC, datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from django_wurk.api import LoopSet
+    from django_wurk.core.features.periodic.loops import LoopSpec
+    from django_wurk.core.features.periodic.ticker import Ticker
+
+    class EveryMinute:
+        expression = "* * * * *"
+
+        def next_after(self, moment: datetime, tz: ZoneInfo) -> datetime:
+            return moment.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+
+    t0 = datetime(2020, 1, 1, tzinfo=UTC).timestamp()  # in the past: Redis agrees it is due
+    s = LoopSpec(EveryMinute(), ToBulk, args=("tick",))
+    ticker = Ticker(wurk, [s])  # the leader of the default shard
+    ticker.take_office(t0)
+    [fired] = ticker.tick(t0 + 60.5)
+    assert queued(sharded) == [["tick"]] and queued(r) == []
+    # The loop and its history stay with the leader, on the default shard.
+    [loop] = list(LoopSet(wurk))
+    assert [f.jid for f in loop.history()] == [fired.jid]
+    assert loop.enqueue_now() is not None
+    assert queued(sharded) == [["tick"], ["tick"]] and queued(r) == []
