@@ -81,9 +81,10 @@ class Command(BaseCommand):
         level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
         wurk_logging.configure(level, options["log_format"], options["logfile"])
         wurk.configure(config)
-        logging.getLogger("django_wurk").info(
-            "using Redis at %s (shard %r)", redact_url(config.shard_url(config.shard)), config.shard
-        )
+        where = redact_url(config.shard_url(config.shard))
+        if config.shards:
+            where += f" (shard {config.shard!r})"
+        logging.getLogger("django_wurk").info("using Redis at %s", where)
 
         if options["autoreload"]:
             from django.utils import autoreload
