@@ -248,3 +248,13 @@ def test_a_periodic_fire_goes_to_its_job_classs_shard_from_a_leader_on_another(
     assert [f.jid for f in loop.history()] == [fired.jid]
     assert loop.enqueue_now() is not None
     assert queued(sharded) == [["tick"], ["tick"]] and queued(r) == []
+
+
+def test_a_platforms_redis_url_never_conflicts_with_shards_default(
+    clean_environment: None, settings: Any
+) -> None:
+    settings.WURK = {"SHARDS": {"default": "redis://a:6379/0"}}
+    config = build_config(environ={"REDIS_URL": "redis://cache:6379/0"})
+    assert config.redis_url == "redis://a:6379/0"
+    settings.WURK = {}
+    assert build_config(environ={"REDIS_URL": "redis://cache:6379/0"}).redis_url == "redis://cache:6379/0"
