@@ -258,3 +258,14 @@ def test_a_platforms_redis_url_never_conflicts_with_shards_default(
     assert config.redis_url == "redis://a:6379/0"
     settings.WURK = {}
     assert build_config(environ={"REDIS_URL": "redis://cache:6379/0"}).redis_url == "redis://cache:6379/0"
+
+
+def test_the_testing_modes_record_jobs_whatever_their_shard(wurk: Wurk, r: Any) -> None:
+    from django_wurk.testing import fake
+
+    # No SHARDS here, as in a project's test settings: the fake queue still takes the job.
+    with fake() as queues:
+        ToBulk.perform_async(1)
+        ToDefault.set(shard="default").perform_async(2)
+    assert [j["args"] for j in queues.all()] == [[1], [2]]
+    assert queued(r) == []
