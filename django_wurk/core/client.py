@@ -238,7 +238,24 @@ class RedisPusher:
             for entry in wire.dumps_alike(payloads):
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
-        self.wurk.lines.get().pipeline(commands)
+        replicas = self.wurk.config.push_wait_replicas
+        if not replicas:
+            self.wurk.lines.get().pipeline(commands)
+            return refused
+        # WAIT on the same connection, in the same round trip: it returns once that many
+        # replicas have every write sent before it (these pushes), or at the timeout.
+        timeout = self.wurk.config.push_wait_timeout
+        commands.append(("WAIT", replicas, max(1, int(timeout * 1000))))
+        confirmed = self.wurk.lines.get().pipeline(commands)[-1]
+        if not isinstance(confirmed, int) or confirmed < replicas:
+            logger.warning(
+                "pushed %d job(s), but only %s of WURK['PUSH_WAIT_REPLICAS'] = %d replicas had them "
+                "within %s s: a failover now could lose them",
+                len(payloads),
+                confirmed,
+                replicas,
+                timeout,
+            )
         return refused
 
     def push(

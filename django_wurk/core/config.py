@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django_wurk.core.wire import TimestampStyle
 
@@ -104,6 +104,10 @@ class Config:
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     #: The version new pushes are encrypted with; empty means the only key's (``encryption_version``).
     encryption_active: str = ""
+    #: After each push, wait until this many replicas have it (Redis ``WAIT``); 0: don't wait.
+    push_wait_replicas: int = 0
+    #: The longest a push waits for its replicas (seconds) before it returns anyway, with a warning.
+    push_wait_timeout: float = 1.0
     #: More Redis servers, by name (``{"bulk": url}``; JSON in the environment): a job class's or
     #: a push's ``shard`` option sends its jobs there. ``REDIS_URL`` is the shard ``"default"``.
     shards: tuple[tuple[str, str], ...] = field(default=(), repr=False)
@@ -246,16 +250,79 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        netloc = f"{user}:***@{host}"
+        # Everything after the "@" as written: a Sentinel URL lists several host:port pairs,
+        # which ``parts.port`` cannot parse.
+        netloc = f"{user}:***@{netloc.rpartition('@')[2]}"
     query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
     if netloc == parts.netloc and query == parts.query:
         return url  # nothing secret (and urlunsplit would drop the "//" of unix:///path)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+SENTINEL_SCHEME = "redis+sentinel"
+#: Sentinel's own default port, for a host written without one.
+SENTINEL_PORT = 26379
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """Where the Sentinels are and which service (master name) they watch.
+
+    ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]``: the
+    credentials are the master's (and its replicas'), never sent to the Sentinels, which
+    usually run without a password.
+    """
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+
+def _sentinel_host(text: str) -> tuple[str, int]:
+    host, port = text, ""
+    if text.startswith("["):  # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"bad Sentinel address {text!r}")
+        port = rest[1:]
+    elif ":" in text:
+        host, _, port = text.rpartition(":")
+    if not host:
+        raise ValueError(f"a Sentinel address has no host: {text!r}")
+    if not port:
+        return host, SENTINEL_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad Sentinel port in {text!r}")
+    return host, int(port)
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """The parts of a ``redis+sentinel://`` URL; ValueError says what is wrong (no password in it)."""
+    parts = urlsplit(url)
+    if parts.scheme != SENTINEL_SCHEME:
+        raise ValueError(f"not a {SENTINEL_SCHEME}:// URL")
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    if not hosts:
+        raise ValueError("no Sentinel host:port")
+    sentinels = tuple(_sentinel_host(item.strip()) for item in hosts.split(","))
+    segments = parts.path.strip("/").split("/") if parts.path.strip("/") else []
+    if not segments:
+        raise ValueError("no service name (the master's name in Sentinel): /service_name[/db]")
+    if len(segments) > 2:
+        raise ValueError("expected /service_name[/db] after the Sentinel hosts")
+    db = 0
+    if len(segments) == 2:
+        if not segments[1].isdigit():
+            raise ValueError(f"the database must be a number, got {segments[1]!r}")
+        db = int(segments[1])
+    return SentinelUrl(sentinels, unquote(segments[0]), db, username, password)
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -304,6 +371,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "batch_expires_in",
         "batch_linger",
         "batch_index_max",
+        "push_wait_replicas",
     ):
         return parse_number(key, raw, int)
     if name in (
@@ -316,6 +384,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "process_dead_after",
         "reaper_interval",
         "max_memory_mb",
+        "push_wait_timeout",
     ):
         return parse_number(key, raw, float)
     return parse_text(key, raw)
@@ -356,10 +425,17 @@ def parse_number(key: str, raw: Any, kind: type[int] | type[float]) -> int | flo
 
 def _validate(c: Config) -> None:
     scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
-    if scheme not in ("redis", "rediss", "unix"):
+    if scheme not in ("redis", "rediss", "unix", SENTINEL_SCHEME):
         raise ConfigError(
-            "REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}"
+            "REDIS_URL",
+            f"must be a redis://, rediss://, unix:// or {SENTINEL_SCHEME}:// URL, "
+            f"got {redact_url(str(c.redis_url))!r}",
         )
+    if scheme == SENTINEL_SCHEME:
+        try:
+            parse_sentinel_url(c.redis_url)
+        except ValueError as exc:
+            raise ConfigError("REDIS_URL", f"{exc}, in {redact_url(c.redis_url)!r}") from None
     positive = {
         "CONCURRENCY": c.concurrency,
         "PROCESSES": c.processes,
@@ -375,6 +451,7 @@ def _validate(c: Config) -> None:
         "BATCH_EXPIRES_IN": c.batch_expires_in,
         "BATCH_LINGER": c.batch_linger,
         "BATCH_INDEX_MAX": c.batch_index_max,
+        "PUSH_WAIT_TIMEOUT": c.push_wait_timeout,
     }
     for key, value in positive.items():
         if not value > 0:
@@ -384,6 +461,7 @@ def _validate(c: Config) -> None:
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
         "CLIENT_BUFFER": c.client_buffer,
+        "PUSH_WAIT_REPLICAS": c.push_wait_replicas,
     }
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too

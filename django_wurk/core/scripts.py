@@ -95,15 +95,22 @@ class Scripts:
 
     # Fetching (fetch.lua) ------------------------------------------------------------
 
-    def fetch(self, sources: Sequence[str], done_list: str, done: bytes | str) -> list[bytes] | None:
-        """Acknowledge ``done`` (from private list ``done_list``; both "" for none), take the next job.
+    def fetch(
+        self, sources: Sequence[str], done: Sequence[tuple[str, bytes]], most: int = 1, spread: int = 1
+    ) -> list[Any] | None:
+        """Acknowledge the ``done`` jobs (each its private list and payload), take the next ones.
 
-        ``sources`` is each queue's key followed by its private list, in fetch order. The
-        reply is None when every queue was empty and readable; else ``[queue key, job]``
-        (both ``b""`` when nothing was taken) followed by ``queue key, bad key, its type``
-        for each queue whose key (or private list) is not a list.
+        ``sources`` is each queue's key followed by its private list, in fetch order. Up to
+        ``most`` jobs are taken from the first non-empty queue, one more only per ``spread``
+        jobs still waiting in it. The reply is None when every queue was empty and readable;
+        else ``[queue key, n, n jobs]`` (``b"", 0`` when nothing was taken) followed by
+        ``queue key, bad key, its type`` for each queue whose key (or private list) is not a list.
         """
-        reply: list[bytes] | None = self._run(FETCH, sources, (done_list, done))
+        args: list[Any] = [len(done)]
+        for private, raw in done:
+            args += (private, raw)
+        args += (most, spread)
+        reply: list[Any] | None = self._run(FETCH, sources, args)
         return reply
 
     # Moving entries between keys -----------------------------------------------------

@@ -111,7 +111,7 @@ class Manager:
                     if time.monotonic() > deadline:
                         return False
                     time.sleep(0.01)  # a rare path: no event on the per-job path for it
-            held = Counter((p.holding.queue, p.holding.raw) for p in list(self.processors) if p.holding)
+            held = Counter((unit.queue, unit.raw) for unit in fetch.held())
             strays = []
             for unit in listed:
                 if held[(unit.queue, unit.raw)]:

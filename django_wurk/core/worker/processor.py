@@ -87,11 +87,8 @@ class Processor:
         self.on_died = on_died
         self.on_fetch_lost = on_fetch_lost
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
-        # Read by Manager.reclaim_strays from another thread; written in this order (holding,
-        # then fetches, then fetching) so a job a fetch moved is held before the fetch is over.
-        #: The job this thread fetched and has not acknowledged: running, or finished and
-        #: waiting for the acknowledgement that rides on the next fetch.
-        self.holding: UnitOfWork | None = None
+        # Read by Manager.reclaim_strays from another thread, which waits for a fetch under way
+        # to end: the jobs it moves are held (``ReliableFetch.held``) before it is over.
         #: Fetch calls ended, successful or not, and whether one is under way.
         self.fetches = 0
         self.fetching = False
@@ -101,7 +98,8 @@ class Processor:
 
     def run(self) -> None:
         self.tid = thread_id()
-        # The finished job whose acknowledgement rides on the next fetch (reliable fetch).
+        # The finished job to hand to the next fetch, whose acknowledgement rides on a later
+        # round trip (reliable fetch). The fetch keeps it from then on, even if it fails.
         pending: UnitOfWork | None = None
         # Set when a fetch failed: the server may have run it (moved a job into our private
         # list) before the connection died, e.g. when Redis is stopped between a command and
@@ -113,20 +111,20 @@ class Processor:
                     if stray_check:
                         stray_check = not self.on_fetch_lost()
                     self.fetching = True
-                    unit = self.fetch.fetch(pending, self.index)
+                    handed, pending = pending, None
+                    unit = self.fetch.fetch(handed, self.index)
                 except RedisError as exc:
-                    self._fetch_ended(pending)
+                    self._fetch_ended()
                     stray_check = True
                     self.outage.failed(exc)
                     self.quieting.wait(self.outage.backoff())
                     continue
-                self._fetch_ended(unit)
-                pending = None
+                self._fetch_ended()
                 self.outage.recovered()
                 if unit is not None and self.process(unit):
                     pending = unit
-                else:
-                    self.holding = None  # an outcome not recorded stays in the private list, unheld
+                # else an outcome not recorded: the job stays in the private list, and the
+                # next fetch no longer holds it
         except Shutdown:
             pass
         except Exception as exc:
@@ -135,18 +133,16 @@ class Processor:
             self.wurk.report_error(exc, {"context": "processor thread"})
             self.on_died(self)
         finally:
-            if pending is not None:
-                self._acknowledge(pending)
+            self._acknowledge(pending)  # and every finished job handed to the fetch before
             self.fetch.release()
             coroutines.close_thread_loop()
 
-    def _fetch_ended(self, holding: UnitOfWork | None) -> None:
-        self.holding = holding
+    def _fetch_ended(self) -> None:
         self.fetches += 1
         self.fetching = False
 
-    def _acknowledge(self, unit: UnitOfWork) -> None:
-        """Acknowledge a finished job on the way out, riding out a short Redis outage."""
+    def _acknowledge(self, unit: UnitOfWork | None) -> None:
+        """Acknowledge the finished jobs on the way out, riding out a short Redis outage."""
 
         def give_up(exc: RedisError) -> None:
             logger.error("could not acknowledge a finished job (%s); it may run again", exc)
@@ -157,13 +153,14 @@ class Processor:
 
     def process(self, unit: UnitOfWork) -> bool:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
-        work = self.work.start(self.tid, unit)
+        work = self.work.start(self.tid, unit, self.thread)
         try:
             done = self._process(unit)
-            self.work.finish(work)
-            return done
-        finally:
+            self.work.done(self.tid, work)
+        except BaseException:  # Shutdown, or a bug: the job is not running any more either way
             self.work.end(self.tid)
+            raise
+        return done
 
     def _process(self, unit: UnitOfWork) -> bool:
         wurk = self.wurk
@@ -178,7 +175,8 @@ class Processor:
         jid = payload.get("jid", "")
         log = job_logger.isEnabledFor(logging.INFO)
         if log:
-            job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
+            context = {"jid": jid, "job_class": job_class_name, "queue": unit.queue}
+            job_logger.info("start", extra=context)
         execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
@@ -194,7 +192,7 @@ class Processor:
                     elapsed / 1000,
                     type(exc).__name__,
                     exc,
-                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                    extra=context,
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
@@ -203,11 +201,7 @@ class Processor:
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:
-            job_logger.info(
-                "done: %.3f sec",
-                elapsed / 1000,
-                extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
-            )
+            job_logger.info("done: %.3f sec", elapsed / 1000, extra=context)
         return True
 
     def _record_outcome(
