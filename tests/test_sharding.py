@@ -269,3 +269,8 @@ def test_the_testing_modes_record_jobs_whatever_their_shard(wurk: Wurk, r: Any) 
         ToDefault.set(shard="default").perform_async(2)
     assert [j["args"] for j in queues.all()] == [[1], [2]]
     assert queued(r) == []
+
+
+def test_a_shard_may_be_a_sentinel_url(clean_environment: None, settings: Any) -> None:
+    settings.WURK = {"SHARDS": {"bulk": "redis+sentinel://s1:26379,s2:26379/bulk-master/0"}}
+    assert build_config().shard_url("bulk") == "redis+sentinel://s1:26379,s2:26379/bulk-master/0"
