@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -180,15 +181,28 @@ def merged_values(
 ) -> dict[str, Any]:
     """Every key set anywhere, the highest source winning; a key of neither layer is an error."""
     merged: dict[str, Any] = {}
-    merged.update(fallback_redis_url(environ))
+    fallback = fallback_redis_url(environ)  # read first: an unreadable file is an error either way
     merged.update(settings_values())
     merged.update(environment_values(environ))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if "REDIS_URL" not in merged and not _shards_name_default(merged.get("SHARDS")):
+        # A fallback, so it never conflicts with a SHARDS["default"] that was set explicitly.
+        merged.update(fallback)
     names = setting_names()
     for key in merged:
         if key not in names:
             raise ConfigError(key, f"unknown setting{did_you_mean(key, names)}")
     return merged
+
+
+def _shards_name_default(raw: Any) -> bool:
+    """Whether a ``SHARDS`` value (a dict, or JSON from the environment) names ``"default"``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return False  # reported, by name, when the configuration is built
+    return isinstance(raw, Mapping) and "default" in raw
 
 
 # Building -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ Django concern.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import socket
@@ -133,11 +134,17 @@ class Config:
     #: (``WURK["CAPSULES"]``, ``runwurk --capsule``). Empty: one pool, ``queues`` x ``concurrency``.
     #: When set, ``concurrency`` becomes the total and ``queues`` the union (as Sidekiq 7 reports them).
     capsules: tuple[CapsuleSpec, ...] = ()
+    #: More Redis servers, by name (``{"bulk": url}``; JSON in the environment): a job class's or
+    #: a push's ``shard`` option sends its jobs there. ``REDIS_URL`` is the shard ``"default"``.
+    shards: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: The shard this process works (``runwurk --shard``) and pushes to when nothing says otherwise.
+    shard: str = "default"
 
     def __post_init__(self) -> None:
         _read_encryption(self)
         _read_capsules(self)
         _validate(self)
+        _check_shards(self)
 
     def capsule_list(self) -> tuple[CapsuleSpec, ...]:
         """The pools a worker process runs: the configured capsules, or the one ``default`` pool."""
@@ -189,7 +196,32 @@ class Config:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Config:
         """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
-        return cls(**fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw)))
+        kwargs = fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw))
+        # SHARDS["default"] may stand in for REDIS_URL; set both, they must agree (_check_shards).
+        default = dict(kwargs.get("shards", ())).get(DEFAULT_SHARD)
+        if default is not None and "redis_url" not in kwargs:
+            kwargs["redis_url"] = default
+        return cls(**kwargs)
+
+    def shard_names(self) -> tuple[str, ...]:
+        """Every configured shard, ``"default"`` (``REDIS_URL``) first."""
+        return (DEFAULT_SHARD, *(name for name, _ in self.shards if name != DEFAULT_SHARD))
+
+    def shard_url(self, name: str) -> str:
+        """Shard ``name``'s Redis URL (``UnknownShard`` if no shard is named so)."""
+        if name == DEFAULT_SHARD:
+            return self.redis_url
+        for known, url in self.shards:
+            if known == name:
+                return url
+        raise UnknownShard(name, self.shard_names())
+
+    def shard_config(self, name: str) -> Config:
+        """What connecting to shard ``name`` takes: this configuration with that shard's URL
+        as its only Redis (``UnknownShard`` if no shard is named so)."""
+        if name == DEFAULT_SHARD and not self.shards:
+            return self
+        return dataclasses.replace(self, redis_url=self.shard_url(name), shards=(), shard=DEFAULT_SHARD)
 
 
 def fields_from_mapping(
@@ -355,6 +387,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
             ) from None
     if name == "capsules":
         return parse_capsules(key, raw)
+    if name == "shards":
+        return _parse_shards(key, raw)
     if name in ("encryption_keys", "encryption_active"):
         return raw  # read (and checked) by the Config itself, so a direct Config(...) is read alike
     if name in ("legacy_workers_key", "strict_args"):
@@ -582,6 +616,58 @@ def _read_capsules(c: Config) -> None:
     object.__setattr__(c, "capsules", capsules)
     object.__setattr__(c, "concurrency", total)
     object.__setattr__(c, "queues", union)
+
+
+# Shards ---------------------------------------------------------------------------------
+
+DEFAULT_SHARD = "default"
+
+
+class UnknownShard(ValueError):
+    """A push or a process names a shard ``WURK["SHARDS"]`` does not list."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"no shard is named {name!r}; WURK['SHARDS'] names {', '.join(map(repr, known))}")
+        self.name = name
+
+
+def _parse_shards(key: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    if isinstance(raw, str):  # from the environment: a JSON object
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ConfigError(
+                key, f"expected a JSON object of shard names to Redis URLs, got {raw!r}"
+            ) from None
+    if isinstance(raw, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
+        raw = dict(raw)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(key, f"expected a dict of shard names to Redis URLs, got {type(raw).__name__}")
+    return tuple((name, url) for name, url in raw.items())
+
+
+def _check_shards(c: Config) -> None:
+    for name, url in c.shards:
+        if not isinstance(name, str) or not QUEUE_NAME.match(name):
+            raise ConfigError("SHARDS", f"a shard name must match [a-zA-Z0-9_:.-]+, got {name!r}")
+        if name == DEFAULT_SHARD:
+            if url != c.redis_url:
+                raise ConfigError(
+                    "SHARDS",
+                    "the 'default' shard is REDIS_URL; WURK['SHARDS']['default'] and WURK['REDIS_URL'] "
+                    f"are both set and differ ({redact_url(str(url))!r} and {redact_url(c.redis_url)!r}): "
+                    "set one of them",
+                )
+            continue
+        try:
+            # The same URL rules as REDIS_URL (one check, whatever schemes it accepts).
+            dataclasses.replace(c, redis_url=url, shards=(), shard=DEFAULT_SHARD)
+        except ConfigError as exc:
+            if exc.setting != "REDIS_URL":
+                raise
+            raise ConfigError("SHARDS", f"shard {name!r}: {exc}") from None
+    if c.shard not in c.shard_names():
+        raise ConfigError("SHARD", str(UnknownShard(c.shard, c.shard_names())))
 
 
 # Encryption keys ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_wurk.core.config import ConfigError, parse_capsules, parse_queue, redact_url
+from django_wurk.core.config import DEFAULT_SHARD, ConfigError, parse_capsules, parse_queue, redact_url
 
 
 class Command(BaseCommand):
@@ -38,6 +38,9 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown"
+        )
+        parser.add_argument(
+            "--shard", help="the shard (WURK['SHARDS']) this process works (default: 'default')"
         )
         parser.add_argument("-g", "--tag", help="a tag shown next to this process in the dashboards")
         parser.add_argument(
@@ -81,12 +84,15 @@ class Command(BaseCommand):
             "PROCESSES": options["processes"],
             "MAX_MEMORY_MB": options["max_memory_mb"],
             "CAPSULES": capsules,
+            "SHARD": options["shard"],
         }
         try:
             config = build_config(overrides)
             app = app_settings()  # the app's own settings too: a bad one stops the start, by name
-            # Every process campaigns to be the leader that fires WURK["PERIODIC"].
-            install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
+            # Every process campaigns to be the leader that fires WURK["PERIODIC"]: one leader
+            # per shard, but only the default shard's fires the settings' entries (once fleet-wide).
+            periodic = app.periodic if config.shard == DEFAULT_SHARD else ()
+            install_from_settings(wurk, periodic, app.leader, app.leader_ttl)
             # The leader (of those) records the historical metrics (docs/metrics.md).
             install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:
@@ -95,7 +101,10 @@ class Command(BaseCommand):
         level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
         wurk_logging.configure(level, options["log_format"], options["logfile"])
         wurk.configure(config)
-        logging.getLogger("django_wurk").info("using Redis at %s", redact_url(config.redis_url))
+        where = redact_url(config.shard_url(config.shard))
+        if config.shards:
+            where += f" (shard {config.shard!r})"
+        logging.getLogger("django_wurk").info("using Redis at %s", where)
 
         if options["autoreload"]:
             from django.utils import autoreload
