@@ -72,6 +72,12 @@ class Settings:
     leader: bool = True
     #: Seconds the leader's lock lives without renewal: a dead leader is replaced within it.
     leader_ttl: float = 30.0
+    #: The port a worker serves ``/metrics``, ``/live`` and ``/ready`` on (0 = off; docs/observability.md).
+    health_port: int = 0
+    #: The address the health port listens on.
+    health_bind: str = "0.0.0.0"
+    #: ``/ready`` fails when a worker's last heartbeat is older than this many seconds.
+    ready_window: float = 30.0
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -104,6 +110,12 @@ def _validate(s: Settings) -> None:
         raise ConfigError("PUSH_RETRIES", f"must be 0 or more, got {s.push_retries!r}")
     if not s.leader_ttl > 0:
         raise ConfigError("LEADER_TTL", f"must be greater than 0, got {s.leader_ttl!r}")
+    if not 0 <= s.health_port <= 65535:
+        raise ConfigError("HEALTH_PORT", f"must be a TCP port (1-65535, or 0 for off), got {s.health_port!r}")
+    if not s.health_bind:
+        raise ConfigError("HEALTH_BIND", "must be an address to listen on, got an empty string")
+    if not s.ready_window > 0:
+        raise ConfigError("READY_WINDOW", f"must be greater than 0, got {s.ready_window!r}")
     if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
         raise ConfigError(
             "DASHBOARD_STATS_TOKEN",

@@ -1,0 +1,191 @@
+"""The health port of real ``runwurk`` processes: /metrics parsed by prometheus-client, /live, /ready."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_wurk import Wurk
+from tests.conftest import free_port, start_valkey, wait_for
+from tests.jobsapp import jobs
+from tests.test_runwurk import identity_of, start, stop_later  # noqa: F401 - a fixture
+
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics, by name and labels, as prometheus-client's own parser reads it."""
+    status, text = get(port, "/metrics")
+    assert status == 200, text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: dict[Any, float], name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def counts(port: int, name: str, job_class: str, queue: str) -> float:
+    return sample(scrape(port), name, **{"class": job_class, "queue": queue})
+
+
+def test_metrics_count_each_outcome_per_class_and_queue_and_the_probes_answer(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    proc = start(redis_url, "-c", "2", "-q", "critical", "-q", "default", "--health-port", str(port))
+    stop_later.append(proc)
+    identity = identity_of(r, proc.pid)
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
+    assert get(port, "/live")[0] == 200
+    assert get(port, "/nowhere")[0] == 404
+
+    for n in range(3):
+        jobs.echo.perform_async(n)
+    jobs.echo.set(queue="critical").perform_async("urgent")
+    jobs.always_fails.perform_async(1)  # retry=2: its first failure goes to the retry set
+    jobs.dies_at_once.perform_async(1)  # retry=0: straight to the dead set
+    jobs.fails_without_retry.perform_async(1)  # retry=False: neither retried nor dead
+    # A queue nobody works, whose oldest job waited 100 s.
+    r.sadd("queues", "parked")
+    old = {"class": "Parked", "args": [], "jid": "p1", "queue": "parked", "enqueued_at": time.time() - 100}
+    r.lpush("queue:parked", json.dumps(old))
+
+    echo = "tests.jobsapp.jobs.echo"
+    wait_for(lambda: counts(port, "wurk_jobs_processed_total", echo, "default") == 3, timeout=30)
+    samples = wait_for(
+        lambda: (s := scrape(port))
+        and sample(s, "wurk_jobs_failed_total", **{"class": "tests.jobsapp.jobs.fails_without_retry", "queue": "default"}) == 1
+        and s,
+        timeout=30,
+    )
+
+    def of(name: str, job: str, queue: str = "default") -> float:
+        return sample(samples, name, **{"class": f"tests.jobsapp.jobs.{job}", "queue": queue})
+
+    assert of("wurk_jobs_processed_total", "echo", "critical") == 1
+    assert of("wurk_jobs_failed_total", "echo") == 0
+    assert of("wurk_jobs_processed_total", "always_fails") == 1
+    assert of("wurk_jobs_failed_total", "always_fails") == 1
+    assert of("wurk_jobs_retried_total", "always_fails") == 1
+    assert of("wurk_jobs_dead_total", "always_fails") == 0
+    assert of("wurk_jobs_retried_total", "dies_at_once") == 0
+    assert of("wurk_jobs_dead_total", "dies_at_once") == 1
+    assert of("wurk_jobs_retried_total", "fails_without_retry") == 0
+    assert of("wurk_jobs_dead_total", "fails_without_retry") == 0
+    # The duration histogram: cumulative buckets ending in +Inf, which is the count.
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in samples.items()
+        if name == "wurk_job_duration_seconds_bucket" and dict(labels)["class"] == "tests.jobsapp.jobs.echo"
+        and dict(labels)["queue"] == "default"
+    )
+    assert buckets[-1] == (float("inf"), 3)
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+    assert of("wurk_job_duration_seconds_count", "echo") == 3
+    # Read from Redis at scrape time.
+    assert sample(samples, "wurk_queue_size", queue="parked") == 1
+    assert 99 < sample(samples, "wurk_queue_latency_seconds", queue="parked") < 200
+    assert sample(samples, "wurk_queue_size", queue="default") == 0
+    assert sample(samples, "wurk_retry_set_size") == 1 and sample(samples, "wurk_dead_set_size") == 1
+    assert sample(samples, "wurk_redis_up") == 1 and sample(samples, "wurk_busy_threads") == 0
+
+    # Busy threads while a job runs.
+    jobs.sleepy.perform_async(2)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=15)
+
+    # Quiet (TSTP): not ready from the next heartbeat on, still live.
+    proc.send_signal(signal.SIGTSTP)
+    wait_for(lambda: r.hget(identity, "quiet") == b"true", timeout=15)
+    status, body = get(port, "/ready")
+    assert status == 503 and "quiet" in body
+    assert get(port, "/live")[0] == 200
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert get(port, "/live")[0] == 0  # the port closed with the process
+
+
+def test_ready_fails_while_redis_is_unreachable_and_live_does_not(
+    stop_later: list[subprocess.Popen[str]],
+) -> None:
+    server = start_valkey()
+    try:
+        port = free_port()
+        proc = start(f"{server.connection_url}/0", "-c", "1", "--health-port", str(port))
+        stop_later.append(proc)
+        wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
+        server.stop()
+        server = None
+        status, body = wait_for(lambda: (got := get(port, "/ready"))[0] == 503 and got, timeout=30)
+        assert "Redis is unreachable" in body
+        assert get(port, "/live")[0] == 200
+        samples = wait_for(lambda: (s := scrape(port)) and sample(s, "wurk_redis_errors_total") > 0 and s, timeout=30)
+        assert sample(samples, "wurk_redis_up") == 0  # /metrics still answers, and says so
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def test_a_swarm_serves_the_sum_of_its_children(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    proc = start(redis_url, "-P", "2", "-c", "1", "--health-port", str(port))
+    stop_later.append(proc)
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
+    assert get(port, "/live")[0] == 200
+    # One thread per child: two sleeping jobs run in both children at once.
+    jobs.sleepy.perform_async(3)
+    jobs.sleepy.perform_async(3)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 2, timeout=30)
+    sleepy = {"class": "tests.jobsapp.jobs.sleepy", "queue": "default"}
+    wait_for(lambda: sample(scrape(port), "wurk_jobs_processed_total", **sleepy) == 2, timeout=30)
+    for n in range(6):
+        jobs.echo.perform_async(n)
+    echo = {"class": "tests.jobsapp.jobs.echo", "queue": "default"}
+    wait_for(lambda: sample(scrape(port), "wurk_jobs_processed_total", **echo) == 6, timeout=30)
+
+    # A child killed mid-job: its counts stay, its busy thread does not, its successor is ready.
+    jobs.sleepy.perform_async(30)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=30)
+    busy_pid = next(
+        int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")
+    )
+    import os
+
+    os.kill(busy_pid, signal.SIGKILL)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 0, timeout=30)
+    samples = scrape(port)
+    assert sample(samples, "wurk_jobs_processed_total", **echo) == 6
+    assert sample(samples, "wurk_jobs_processed_total", **sleepy) == 2
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+
+
+def test_a_bad_health_port_fails_at_start_up_naming_it(redis_url: str) -> None:
+    proc = start(redis_url, WURK_HEALTH_PORT="70000")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "HEALTH_PORT" in stderr and "70000" in stderr
