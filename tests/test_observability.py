@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -10,14 +11,15 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_wurk import Wurk
+from tests import test_runwurk
 from tests.conftest import free_port, start_valkey, wait_for
 from tests.jobsapp import jobs
-from tests.test_runwurk import identity_of, start, stop_later  # noqa: F401 - a fixture
+from tests.test_runwurk import identity_of, start
 
+stop_later = test_runwurk.stop_later  # the fixture that kills subprocesses a test left running
 
 
 def get(port: int, path: str) -> tuple[int, str]:
@@ -74,9 +76,16 @@ def test_metrics_count_each_outcome_per_class_and_queue_and_the_probes_answer(
     echo = "tests.jobsapp.jobs.echo"
     wait_for(lambda: counts(port, "wurk_jobs_processed_total", echo, "default") == 3, timeout=30)
     samples = wait_for(
-        lambda: (s := scrape(port))
-        and sample(s, "wurk_jobs_failed_total", **{"class": "tests.jobsapp.jobs.fails_without_retry", "queue": "default"}) == 1
-        and s,
+        lambda: (
+            (s := scrape(port))
+            and sample(
+                s,
+                "wurk_jobs_failed_total",
+                **{"class": "tests.jobsapp.jobs.fails_without_retry", "queue": "default"},
+            )
+            == 1
+            and s
+        ),
         timeout=30,
     )
 
@@ -97,7 +106,8 @@ def test_metrics_count_each_outcome_per_class_and_queue_and_the_probes_answer(
     buckets = sorted(
         (float(dict(labels)["le"]), value)
         for (name, labels), value in samples.items()
-        if name == "wurk_job_duration_seconds_bucket" and dict(labels)["class"] == "tests.jobsapp.jobs.echo"
+        if name == "wurk_job_duration_seconds_bucket"
+        and dict(labels)["class"] == "tests.jobsapp.jobs.echo"
         and dict(labels)["queue"] == "default"
     )
     assert buckets[-1] == (float("inf"), 3)
@@ -137,10 +147,12 @@ def test_ready_fails_while_redis_is_unreachable_and_live_does_not(
         wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
         server.stop()
         server = None
-        status, body = wait_for(lambda: (got := get(port, "/ready"))[0] == 503 and got, timeout=30)
+        _, body = wait_for(lambda: (got := get(port, "/ready"))[0] == 503 and got, timeout=30)
         assert "Redis is unreachable" in body
         assert get(port, "/live")[0] == 200
-        samples = wait_for(lambda: (s := scrape(port)) and sample(s, "wurk_redis_errors_total") > 0 and s, timeout=30)
+        samples = wait_for(
+            lambda: (s := scrape(port)) and sample(s, "wurk_redis_errors_total") > 0 and s, timeout=30
+        )
         assert sample(samples, "wurk_redis_up") == 0  # /metrics still answers, and says so
     finally:
         if server is not None:
@@ -172,8 +184,6 @@ def test_a_swarm_serves_the_sum_of_its_children(
     busy_pid = next(
         int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")
     )
-    import os
-
     os.kill(busy_pid, signal.SIGKILL)
     wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 0, timeout=30)
     samples = scrape(port)

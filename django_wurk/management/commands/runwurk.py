@@ -152,7 +152,9 @@ class Command(BaseCommand):
             from django_wurk.core.features.observability import supervisor
 
             swarm.on_child_exit = supervisor.child_exited(self._metrics_dir)
-            server = supervisor.serve(wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children)))
+            server = supervisor.serve(
+                wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children))
+            )
         try:
             swarm.run()
         finally:

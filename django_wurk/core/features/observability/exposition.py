@@ -23,7 +23,7 @@ class _Registered(Collector):
     """This process's own series, as one collector of the scrape's registry."""
 
     def collect(self) -> Iterator[Metric]:
-        return metrics.REGISTRY.collect()
+        return iter(metrics.REGISTRY.collect())
 
 
 def _render(registry: CollectorRegistry) -> Exposition:
@@ -42,6 +42,6 @@ def multi_process(wurk: Wurk, path: str) -> Exposition:
     from prometheus_client.multiprocess import MultiProcessCollector
 
     registry = CollectorRegistry()
-    MultiProcessCollector(registry, path)
+    MultiProcessCollector(registry, path)  # type: ignore[no-untyped-call]
     registry.register(QueueCollector(wurk))
     return _render(registry)

@@ -32,19 +32,23 @@ logger = logging.getLogger("django_wurk.health")
 Verdict = tuple[bool, str]
 
 
-def heartbeat_verdict(redis: Redis, identities: Sequence[str], window: float) -> Verdict:
-    """Ready when every process in ``identities`` beat within ``window`` s and is not quiet."""
+def heartbeat_verdict(redis: Redis, identities: Sequence[str | bytes], window: float) -> Verdict:
+    """Ready when every process in ``identities`` beat within ``window`` s and is not quiet.
+
+    An identity read from Redis is passed as its bytes, so one that is not UTF-8 still
+    names its own hash."""
     if not identities:
         return False, "no worker process has started yet"
     try:
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hmget(keys.process(identity), "beat", "quiet")
+            pipe.hmget(identity if isinstance(identity, bytes) else keys.process(identity), "beat", "quiet")
         replies = pipe.execute()
         now = float(redis.time()[0])
     except RedisError as exc:
         return False, f"Redis is unreachable: {exc}"
-    for identity, (beat, quiet) in zip(identities, replies, strict=True):
+    for raw, (beat, quiet) in zip(identities, replies, strict=True):
+        identity = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
         try:
             age = now - float(beat)
         except (TypeError, ValueError):
@@ -73,7 +77,7 @@ class HealthServer:
         }
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 route = routes.get(self.path.split("?", 1)[0])
                 if route is None:
                     status, body, kind = 404, b"not found: try /metrics, /live or /ready\n", "text/plain"
@@ -89,7 +93,7 @@ class HealthServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:
                 pass  # probes every few seconds would drown the worker's own log
 
         try:
@@ -116,4 +120,3 @@ class HealthServer:
 def verdict_response(verdict: Verdict) -> tuple[int, bytes, str]:
     ok, why = verdict
     return (200 if ok else 503), f"{'ok' if ok else 'unavailable'}: {why}\n".encode(), "text/plain"
-

@@ -35,7 +35,9 @@ OVERFLOW_PAIR = ("(other)", "(other)")
 #: Seconds: from a millisecond job to a five-minute one.
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 
-processed = Counter("wurk_jobs_processed", "Executions finished, failures included.", LABELS, registry=REGISTRY)
+processed = Counter(
+    "wurk_jobs_processed", "Executions finished, failures included.", LABELS, registry=REGISTRY
+)
 failed = Counter("wurk_jobs_failed", "Executions that raised.", LABELS, registry=REGISTRY)
 retried = Counter("wurk_jobs_retried", "Failed jobs written to the retry set.", LABELS, registry=REGISTRY)
 dead = Counter("wurk_jobs_dead", "Jobs moved to the dead set.", LABELS, registry=REGISTRY)
@@ -55,11 +57,11 @@ redis_errors = Counter(
 
 
 def label(value: str) -> str:
-    """A label value the exposition can always write: lone surrogates (bytes that were not
-    UTF-8) become ``\\x..`` escapes instead of failing the whole scrape."""
+    """A label value the exposition can always write: a lone surrogate (a payload's bytes
+    that were not UTF-8) becomes a ``\\udcff`` escape instead of failing the whole scrape."""
     if value.isascii():
         return value
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 class Series:

@@ -65,9 +65,9 @@ class QueueCollector(Collector):
         shown = names[:MAX_QUEUES]
         pipe = redis.pipeline(transaction=False)
         for name in shown:
-            key = keys.queue("").encode() + name  # the name's own bytes, UTF-8 or not
-            pipe.llen(key)
-            pipe.lindex(key, -1)
+            raw_key = keys.queue("").encode() + name  # the name's own bytes, UTF-8 or not
+            pipe.llen(raw_key)
+            pipe.lindex(raw_key, -1)
         for key in (keys.RETRY, keys.SCHEDULE, keys.DEAD):
             pipe.zcard(key)
         replies = pipe.execute(raise_on_error=False)  # a key of the wrong type reads as 0

@@ -51,27 +51,27 @@ def child_exited(path: str) -> Callable[[int], None]:
     def mark(pid: int) -> None:
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(pid, path)
+        multiprocess.mark_process_dead(pid, path)  # type: ignore[no-untyped-call]
 
     return mark
 
 
-def children_identities(wurk: Wurk, pids: Iterable[int]) -> tuple[list[str], list[int]]:
+def children_identities(wurk: Wurk, pids: Iterable[int]) -> tuple[list[bytes], list[int]]:
     """The identities the children registered in ``processes``, and the pids not seen yet."""
     host = wurk.config.hostname
     wanted = {f"{host}:{pid}:": pid for pid in pids}
-    found: dict[int, str] = {}
+    found: dict[int, bytes] = {}
     for member in wurk.redis.smembers(keys.PROCESSES):
-        name = member.decode("utf-8", "replace") if isinstance(member, bytes) else str(member)
+        if not isinstance(member, bytes):
+            continue
+        name = member.decode("utf-8", "replace")
         prefix = name[: name.rfind(":") + 1]
         if prefix in wanted:
-            found[wanted[prefix]] = name
+            found[wanted[prefix]] = member
     return list(found.values()), [pid for pid in wanted.values() if pid not in found]
 
 
-def serve(
-    wurk: Wurk, health: HealthOptions, path: str, children: Callable[[], list[int]]
-) -> HealthServer:
+def serve(wurk: Wurk, health: HealthOptions, path: str, children: Callable[[], list[int]]) -> HealthServer:
     from django_wurk.core.features.observability import exposition
 
     def live() -> Verdict:
