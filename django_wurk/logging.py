@@ -12,6 +12,9 @@ from typing import Any
 
 #: Attributes our loggers put on records through ``extra=`` (job context).
 CONTEXT_FIELDS = ("jid", "job_class", "queue")
+#: Set on a job's last line only (seconds, and ``done`` or ``fail``); JSON logs carry them in
+#: ``ctx`` so a log shipper can chart them, text logs already say them in the message.
+OUTCOME_FIELDS = ("duration", "outcome")
 
 
 class TextFormatter(logging.Formatter):
@@ -49,6 +52,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         ctx = {name: getattr(record, name) for name in CONTEXT_FIELDS if getattr(record, name, None)}
+        for name in OUTCOME_FIELDS:
+            if hasattr(record, name):
+                ctx[name] = getattr(record, name)
         if ctx:
             data["ctx"] = ctx
         if record.exc_info:

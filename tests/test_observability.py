@@ -199,3 +199,28 @@ def test_a_bad_health_port_fails_at_start_up_naming_it(redis_url: str) -> None:
     proc = start(redis_url, WURK_HEALTH_PORT="70000")
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "HEALTH_PORT" in stderr and "70000" in stderr
+
+
+def test_json_logs_carry_each_jobs_jid_class_queue_duration_and_outcome(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Any, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    logfile = tmp_path / "worker.log"
+    proc = start(redis_url, "-c", "1", "--log-format", "json", "--logfile", str(logfile))
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    ok = jobs.echo.perform_async("x")
+    bad = jobs.fails_without_retry.perform_async(1)
+
+    def last_lines() -> dict[str, dict[str, Any]] | None:
+        records = [json.loads(line) for line in logfile.read_text().splitlines() if line.startswith("{")]
+        ends = {rec["ctx"]["jid"]: rec["ctx"] for rec in records if "outcome" in rec.get("ctx", {})}
+        return ends if len(ends) == 2 else None
+
+    ends = wait_for(last_lines, timeout=30)
+    assert ends[ok]["outcome"] == "done" and ends[bad]["outcome"] == "fail"
+    assert ends[ok]["job_class"] == "tests.jobsapp.jobs.echo" and ends[ok]["queue"] == "default"
+    assert all(isinstance(e["duration"], float) and e["duration"] >= 0 for e in ends.values())
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    for line in logfile.read_text().splitlines():
+        json.loads(line)  # every line, not only the job lines

@@ -194,7 +194,13 @@ class Processor:
                     elapsed / 1000,
                     type(exc).__name__,
                     exc,
-                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                    extra={
+                        "jid": jid,
+                        "job_class": job_class_name,
+                        "queue": unit.queue,
+                        "duration": round(elapsed / 1000, 6),
+                        "outcome": "fail",
+                    },
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
@@ -206,7 +212,13 @@ class Processor:
             job_logger.info(
                 "done: %.3f sec",
                 elapsed / 1000,
-                extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                extra={
+                    "jid": jid,
+                    "job_class": job_class_name,
+                    "queue": unit.queue,
+                    "duration": round(elapsed / 1000, 6),
+                    "outcome": "done",
+                },
             )
         return True
 
