@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -224,3 +225,40 @@ def test_json_logs_carry_each_jobs_jid_class_queue_duration_and_outcome(
     proc.communicate(timeout=30)
     for line in logfile.read_text().splitlines():
         json.loads(line)  # every line, not only the job lines
+
+
+def test_statsd_gets_sidekiq_pros_names_over_udp(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+    agent.settimeout(0.2)
+    proc = start(
+        redis_url, "-c", "1", WURK_STATSD_HOST="127.0.0.1", WURK_STATSD_PORT=str(agent.getsockname()[1])
+    )
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    jobs.echo.perform_async(1)
+    jobs.always_fails.perform_async(1)
+    lines: list[str] = []
+
+    def received() -> bool:
+        try:
+            lines.extend(agent.recv(65536).decode().splitlines())
+        except TimeoutError:
+            pass
+        return sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2 and any(
+            line.startswith("sidekiq.jobs.retried:") for line in lines
+        )
+
+    try:
+        wait_for(received, timeout=30)
+    finally:
+        agent.close()
+    echo = "|#worker:tests.jobsapp.jobs.echo,queue:default"
+    fails = "|#worker:tests.jobsapp.jobs.always_fails,queue:default"
+    assert f"sidekiq.jobs.count:1|c{echo}" in lines and f"sidekiq.jobs.success:1|c{echo}" in lines
+    assert f"sidekiq.jobs.failure:1|c{fails}" in lines and f"sidekiq.jobs.retried:1|c{fails}" in lines
+    assert f"sidekiq.jobs.success:1|c{fails}" not in lines
+    timing = next(line for line in lines if line.startswith("sidekiq.jobs.perform:") and line.endswith(echo))
+    assert float(timing.split(":", 1)[1].split("|")[0]) >= 0 and "|ms|" in timing

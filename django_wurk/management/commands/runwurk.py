@@ -92,10 +92,20 @@ class Command(BaseCommand):
             self._run()
 
     def _observe(self, app: Any, flag: int | None, swarm: bool) -> None:
-        """Count jobs and serve the health port when one is set (a swarm's supervisor serves it)."""
+        """StatsD when set; counting jobs and the health port when one is set (a swarm's supervisor serves it)."""
         from django_wurk.core.engine import wurk
         from django_wurk.core.features import observability
 
+        if app.statsd_host:
+            from django_wurk.core.features.observability import statsd
+
+            try:
+                client = statsd.Statsd(app.statsd_host, app.statsd_port, app.statsd_prefix)
+            except OSError as exc:
+                raise CommandError(
+                    f"WURK['STATSD_HOST']: cannot resolve {app.statsd_host!r}: {exc}"
+                ) from None
+            statsd.install(wurk, client)
         port = app.health_port if flag is None else flag
         self._health = None
         self._metrics_dir = None
