@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -243,10 +244,8 @@ def test_statsd_gets_sidekiq_pros_names_over_udp(
     lines: list[str] = []
 
     def received() -> bool:
-        try:
+        with contextlib.suppress(TimeoutError):
             lines.extend(agent.recv(65536).decode().splitlines())
-        except TimeoutError:
-            pass
         return sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2 and any(
             line.startswith("sidekiq.jobs.retried:") for line in lines
         )

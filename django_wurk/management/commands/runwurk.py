@@ -92,7 +92,7 @@ class Command(BaseCommand):
             self._run()
 
     def _observe(self, app: Any, flag: int | None, swarm: bool) -> None:
-        """StatsD when set; counting jobs and the health port when one is set (a swarm's supervisor serves it)."""
+        """StatsD when set; counting and the health port when a port is set (under -P, by the supervisor)."""
         from django_wurk.core.engine import wurk
         from django_wurk.core.features import observability
 
