@@ -84,6 +84,8 @@ class Settings:
     statsd_port: int = 8125
     #: The first part of every StatsD metric name (Sidekiq Pro's ``sidekiq``).
     statsd_prefix: str = "sidekiq"
+    #: OpenTelemetry spans for each enqueue and execution, joined through the payload.
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
