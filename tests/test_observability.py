@@ -165,8 +165,30 @@ def test_a_swarm_serves_the_sum_of_its_children(
     wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
 ) -> None:
     port = free_port()
-    proc = start(redis_url, "-P", "2", "-c", "1", "--health-port", str(port))
+    proc = start(redis_url, "-P", "2", "-c", "1", "-t", "2", "--health-port", str(port))
     stop_later.append(proc)
+    try:
+        swarm_checks(r, port, proc)
+    finally:
+        # Killing a supervisor leaves its children running (and taking later tests' jobs).
+        children = child_pids(proc.pid)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def child_pids(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def swarm_checks(r: Any, port: int, proc: subprocess.Popen[str]) -> None:
     wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
     assert get(port, "/live")[0] == 200
     # One thread per child: two sleeping jobs run in both children at once.
@@ -192,6 +214,10 @@ def test_a_swarm_serves_the_sum_of_its_children(
     assert sample(samples, "wurk_jobs_processed_total", **echo) == 6
     assert sample(samples, "wurk_jobs_processed_total", **sleepy) == 2
     wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
+    # TSTP reaches every child: the pod is no longer ready, the supervisor still live.
+    proc.send_signal(signal.SIGTSTP)
+    wait_for(lambda: get(port, "/ready")[0] == 503, timeout=30)
+    assert "quiet" in get(port, "/ready")[1] and get(port, "/live")[0] == 200
     proc.send_signal(signal.SIGTERM)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr

@@ -60,3 +60,11 @@ def test_class_names_that_are_not_utf8_and_a_flood_of_them(monkeypatch: pytest.M
     classes = {s.labels["class"] for s in families["wurk_jobs_processed"] if s.name.endswith("_total")}
     assert 'Evil\\udcff\n"0' in classes and "(other)" in classes
     assert len([c for c in classes if c.startswith("Evil")]) <= 5
+
+
+def test_statsd_tags_stay_one_tag_whatever_the_class_name() -> None:
+    from django_wurk.core.features.observability.statsd import tag
+
+    for junk in ["a|b", "a,b:c", "x#y", "line\nbreak", "at@rate", "\udcff\ud800", "é" * 3]:
+        value = tag(junk)
+        assert not set(value) & set("|,#@\n\r") and value.encode("utf-8")
