@@ -287,3 +287,14 @@ def test_statsd_gets_sidekiq_pros_names_over_udp(
     assert f"sidekiq.jobs.success:1|c{fails}" not in lines
     timing = next(line for line in lines if line.startswith("sidekiq.jobs.perform:") and line.endswith(echo))
     assert float(timing.split(":", 1)[1].split("|")[0]) >= 0 and "|ms|" in timing
+
+
+def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = start(redis_url, "--health-port", str(port), WURK_HEALTH_BIND="127.0.0.1")
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and f"HEALTH_PORT: cannot listen on 127.0.0.1:{port}" in stderr
+    assert "Traceback" not in stderr

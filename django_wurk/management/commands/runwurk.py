@@ -184,7 +184,10 @@ class Command(BaseCommand):
         # (its test tools detach close_old_connections for the same reason).
         if CloseOldConnections not in wurk.server_middleware:
             wurk.server_middleware.prepend(CloseOldConnections)
-        launcher = Launcher(wurk)
+        try:
+            launcher = Launcher(wurk)
+        except OSError as exc:  # the health port is taken: say which setting, not a traceback
+            raise CommandError(str(exc)) from None
         relay = None
         app = app_settings()
         if app.enqueue == "outbox":
