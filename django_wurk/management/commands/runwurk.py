@@ -162,9 +162,12 @@ class Command(BaseCommand):
             from django_wurk.core.features.observability import supervisor
 
             swarm.on_child_exit = supervisor.child_exited(self._metrics_dir)
-            server = supervisor.serve(
-                wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children))
-            )
+            try:
+                server = supervisor.serve(
+                    wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children))
+                )
+            except OSError as exc:  # the health port is taken
+                raise CommandError(str(exc)) from None
         try:
             swarm.run()
         finally:
