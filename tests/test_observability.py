@@ -165,7 +165,9 @@ def test_a_swarm_serves_the_sum_of_its_children(
     wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
 ) -> None:
     port = free_port()
-    proc = start(redis_url, "-P", "2", "-c", "1", "-t", "2", "--health-port", str(port))
+    # Basic fetch: the job of the child killed below is lost rather than run again, so the
+    # busy gauge's fall to 0 is the dead child's gauge leaving, not a gap between two runs.
+    proc = start(redis_url, "-P", "2", "-c", "1", "-t", "2", "--health-port", str(port), WURK_FETCH="basic")
     stop_later.append(proc)
     try:
         swarm_checks(r, port, proc)
@@ -205,8 +207,12 @@ def swarm_checks(r: Any, port: int, proc: subprocess.Popen[str]) -> None:
     # A child killed mid-job: its counts stay, its busy thread does not, its successor is ready.
     jobs.sleepy.perform_async(30)
     wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=30)
-    busy_pid = next(
-        int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")
+    busy_pid = wait_for(  # the busy child's work hash is written at its next heartbeat
+        lambda: next(
+            (int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")),
+            None,
+        ),
+        timeout=15,
     )
     os.kill(busy_pid, signal.SIGKILL)
     wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 0, timeout=30)
