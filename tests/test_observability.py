@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from django_wurk import Wurk
@@ -304,3 +305,24 @@ def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str
         _, stderr = proc.communicate(timeout=60)
     assert proc.returncode != 0 and f"HEALTH_PORT: cannot listen on 127.0.0.1:{port}" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HEALTH_PORT", -1),
+        ("HEALTH_PORT", 65536),
+        ("HEALTH_BIND", ""),
+        ("READY_WINDOW", 0),
+        ("READY_WINDOW", float("nan")),
+        ("STATSD_PORT", 0),
+        ("STATSD_PREFIX", "a|b"),
+        ("STATSD_PREFIX", ""),
+    ],
+)
+def test_bad_observability_settings_are_refused_by_name(name: str, value: Any) -> None:
+    from django_wurk.conf import Settings
+    from django_wurk.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_mapping({name: value})
