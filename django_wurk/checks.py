@@ -192,3 +192,35 @@ def check_celery_beat(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
         for note in beat.notes.get(str(name), ()):
             found.append(Info(f"CELERY_BEAT_SCHEDULE entry {name!r}: {note}", id="django_wurk.I002"))
     return found
+
+
+@register("wurk")
+def check_observability(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The health port needs prometheus-client and tracing opentelemetry-api: said at start-up,
+    not as an ImportError in a worker's first seconds."""
+    import importlib.util
+
+    from django_wurk.conf import app_settings
+
+    try:
+        app = app_settings()
+    except ConfigError:
+        return []  # check_settings reports it
+    errors: list[CheckMessage] = []
+    if app.health_port and importlib.util.find_spec("prometheus_client") is None:
+        errors.append(
+            Error(
+                "WURK['HEALTH_PORT'] needs the 'prometheus-client' package, which is not installed",
+                hint="pip install 'django-wurk[prometheus]'",
+                id="django_wurk.E006",
+            )
+        )
+    if app.tracing and importlib.util.find_spec("opentelemetry") is None:
+        errors.append(
+            Error(
+                "WURK['TRACING'] needs the 'opentelemetry-api' package, which is not installed",
+                hint="pip install 'django-wurk[tracing]'",
+                id="django_wurk.E007",
+            )
+        )
+    return errors

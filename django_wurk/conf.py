@@ -77,6 +77,20 @@ class Settings:
     history_interval: float = 30.0
     #: Days the historical-metrics snapshots are kept; 0 records none.
     history_retention: float = 7.0
+    #: The port a worker serves ``/metrics``, ``/live`` and ``/ready`` on (0 = off; docs/observability.md).
+    health_port: int = 0
+    #: The address the health port listens on.
+    health_bind: str = "0.0.0.0"
+    #: ``/ready`` fails when a worker's last heartbeat is older than this many seconds.
+    ready_window: float = 30.0
+    #: Send job counts and timings to this StatsD (DogStatsD) agent's host ("" = off).
+    statsd_host: str = ""
+    #: The StatsD agent's UDP port.
+    statsd_port: int = 8125
+    #: The first part of every StatsD metric name (Sidekiq Pro's ``sidekiq``).
+    statsd_prefix: str = "sidekiq"
+    #: OpenTelemetry spans for each enqueue and execution, joined through the payload.
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -119,6 +133,18 @@ def _validate(s: Settings) -> None:
             "HISTORY_RETENTION",
             "must be a number of days (0 records no history), at least HISTORY_INTERVAL and at most "
             f"3650, got {s.history_retention!r}",
+        )
+    if not 0 <= s.health_port <= 65535:
+        raise ConfigError("HEALTH_PORT", f"must be a TCP port (1-65535, or 0 for off), got {s.health_port!r}")
+    if not s.health_bind:
+        raise ConfigError("HEALTH_BIND", "must be an address to listen on, got an empty string")
+    if not s.ready_window > 0:
+        raise ConfigError("READY_WINDOW", f"must be greater than 0, got {s.ready_window!r}")
+    if not 0 < s.statsd_port <= 65535:
+        raise ConfigError("STATSD_PORT", f"must be a UDP port (1-65535), got {s.statsd_port!r}")
+    if not s.statsd_prefix or any(c in s.statsd_prefix for c in "|:#,@\n "):
+        raise ConfigError(
+            "STATSD_PREFIX", f"must be a metric name prefix like 'sidekiq', got {s.statsd_prefix!r}"
         )
     if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
         raise ConfigError(

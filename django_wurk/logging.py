@@ -14,6 +14,9 @@ from typing import Any
 CONTEXT_FIELDS = ("jid", "job_class", "queue")
 #: Each field with the name the text layout gives it (Sidekiq's ``class``).
 _CONTEXT_LABELS = tuple((name, "class" if name == "job_class" else name) for name in CONTEXT_FIELDS)
+#: Set on a job's last line only (seconds, and ``done`` or ``fail``); JSON logs carry them in
+#: ``ctx`` so a log shipper can chart them, text logs already say them in the message.
+OUTCOME_FIELDS = ("duration", "outcome")
 
 
 class TextFormatter(logging.Formatter):
@@ -61,6 +64,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         ctx = {name: getattr(record, name) for name in CONTEXT_FIELDS if getattr(record, name, None)}
+        for name in OUTCOME_FIELDS:
+            if hasattr(record, name):
+                ctx[name] = getattr(record, name)
         if ctx:
             data["ctx"] = ctx
         if record.exc_info:

@@ -34,7 +34,8 @@ from django_wurk.core import config as engine_config
 
 MOVED = ["ENQUEUE", "DATABASE", "OUTBOX_RELAY_INTERVAL", "PUSH_RETRIES", "DASHBOARD_READ_ONLY",
          "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL", "HISTORY_INTERVAL",
-         "HISTORY_RETENTION"]  # fmt: skip
+         "HISTORY_RETENTION", "HEALTH_PORT", "HEALTH_BIND", "READY_WINDOW", "STATSD_HOST", "STATSD_PORT",
+         "STATSD_PREFIX", "TRACING"]  # fmt: skip
 TOKEN = "monitoring-token-0123456789"
 
 

@@ -72,6 +72,8 @@ class Wurk:
         self.error_handlers: list[ErrorHandler] = []
         #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
         self.death_handlers: list[DeathHandler] = []
+        #: Called as ``handler(payload, exc)`` when a failed job is written to the retry set.
+        self.retry_handlers: list[DeathHandler] = []
         #: Decide at the moment new jobs are written which may be (``client.PushGate``).
         self.push_gates: list[PushGate] = []
         #: Process-lifetime services a feature adds at install: each worker process's launcher
@@ -148,6 +150,7 @@ class Wurk:
             self._shards = {}
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        retries = list(self.retry_handlers)
         gates = list(self.push_gates)
         services = list(self.services)
         duties = list(self.leader_duties)
@@ -159,6 +162,7 @@ class Wurk:
         finally:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
+            self.retry_handlers[:] = retries
             self.push_gates[:] = gates
             self.services[:] = services
             self.leader_duties[:] = duties
@@ -250,6 +254,13 @@ class Wurk:
                 handler(payload, exc)
             except Exception:
                 logger.exception("death handler %r raised", handler)
+
+    def report_retry(self, payload: Payload, exc: BaseException) -> None:
+        for handler in list(self.retry_handlers):
+            try:
+                handler(payload, exc)
+            except Exception:
+                logger.exception("retry handler %r raised", handler)
 
 
 class Execution:

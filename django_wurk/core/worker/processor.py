@@ -227,7 +227,7 @@ class Processor:
                     elapsed / 1000,
                     type(exc).__name__,
                     exc,
-                    extra=context,
+                    extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "fail"},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self._record_outcome(
@@ -236,7 +236,11 @@ class Processor:
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:
-            job_logger.info("done: %.3f sec", elapsed / 1000, extra=context)
+            job_logger.info(
+                "done: %.3f sec",
+                elapsed / 1000,
+                extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "done"},
+            )
         return True
 
     def _push_back_interrupted(self, unit: UnitOfWork) -> bool:
