@@ -14,7 +14,7 @@ STAMP := $(VENV)/.django-wurk-installed
 DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint run bench clean distclean
+.PHONY: help venv test lint run bench bench-shards clean distclean
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
@@ -23,6 +23,7 @@ help:
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
+	@echo "make bench-shards  drain throughput of 2 worker processes on 1 shard vs 2 shards (~2 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 
@@ -56,6 +57,9 @@ run: $(DEMO_STAMP)
 
 bench: venv
 	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-shards: venv
+	$(BIN)/python bench/shards.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output

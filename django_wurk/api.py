@@ -22,6 +22,7 @@ from django_wurk.core.api import (
     parse_entry_key,
 )
 from django_wurk.core.features.batches import BatchSet, DeadBatchSet
+from django_wurk.core.features.history import History, QueueGauge, Snapshot
 from django_wurk.core.features.limiters import LimiterInfo, LimiterSet
 from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
 from django_wurk.core.features.status import JobStatus
@@ -31,6 +32,7 @@ __all__ = [
     "BatchSet",
     "DeadBatchSet",
     "DeadSet",
+    "History",
     "JobRecord",
     "JobStatus",
     "LimiterInfo",
@@ -41,9 +43,11 @@ __all__ = [
     "Process",
     "ProcessSet",
     "Queue",
+    "QueueGauge",
     "RetrySet",
     "RunningJob",
     "ScheduledSet",
+    "Snapshot",
     "SortedEntry",
     "SortedSet",
     "Stats",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from django.apps import AppConfig
 from django.conf import settings
@@ -26,6 +27,7 @@ class WurkConfig(AppConfig):
         from django_wurk import transaction
 
         transaction.install(wurk)
+        _install_tracing(wurk)
         autodiscover_modules("jobs")
         # django.tasks functions conventionally live in tasks.py; import them so a worker
         # knows every task it may be handed (only when a backend of ours is configured).
@@ -37,3 +39,20 @@ class WurkConfig(AppConfig):
         celery_tasks = sys.modules.get("django_wurk.celery.task")
         if celery_tasks is not None:
             celery_tasks.set_discoverer(autodiscover_modules)
+
+
+def _install_tracing(wurk: Any) -> None:
+    """``WURK["TRACING"]``: in every process, since web processes enqueue and workers perform."""
+    from django_wurk.conf import build_settings
+    from django_wurk.core.config import ConfigError
+
+    try:
+        tracing = build_settings().tracing  # not kept: app_settings() is built on first use
+    except ConfigError:
+        return  # the checks report a bad setting by name
+    if tracing:
+        try:
+            from django_wurk.core.features.observability import tracing as otel
+        except ImportError:
+            return  # check E007 says what to install
+        otel.install(wurk)

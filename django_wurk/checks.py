@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.core.checks import CheckMessage, Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Info, Tags, Warning, register
 
 from django_wurk.core.config import ConfigError, redact_url
 
@@ -140,6 +140,87 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 "WURK['ENCRYPTION_KEYS'] needs the 'cryptography' package, which is not installed",
                 hint="pip install 'django-wurk[encryption]'",
                 id="django_wurk.E005",
+            )
+        )
+    return errors
+
+
+@register("wurk")
+def check_celery_beat(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """``CELERY_BEAT_SCHEDULE``, when a project still has one: the beat entries that cannot
+    become periodic jobs (W003), the mapped ones ``WURK["PERIODIC"]`` does not hold (W004: no
+    leader fires them), and what an imported entry drops or changes (I002). Beat stops at the
+    cutover; without these, an entry ``periodic_entries`` skipped would stop firing silently."""
+    from django.conf import settings
+
+    from django_wurk.conf import build_settings
+
+    schedule = getattr(settings, "CELERY_BEAT_SCHEDULE", None)
+    if not schedule:
+        return []
+    hint = (
+        "See docs/migrate-from-celery.md (Beat); silence with SILENCED_SYSTEM_CHECKS while Celery beat"
+        " still fires it."
+    )
+    if not isinstance(schedule, dict):
+        return [Warning("CELERY_BEAT_SCHEDULE is not a dict", hint=hint, id="django_wurk.W003")]
+    try:
+        from django_wurk.celery.schedules import periodic_entries
+    except ImportError as exc:  # the celery extra (kombu) is not installed
+        return [Warning(f"CELERY_BEAT_SCHEDULE cannot be read ({exc})", hint=hint, id="django_wurk.W003")]
+    timezone = getattr(settings, "CELERY_TIMEZONE", None)
+    try:
+        configured = {(e.job, e.cron) for e in build_settings().periodic}
+    except ConfigError:
+        configured = None  # check_settings and check_periodic report it
+    found: list[CheckMessage] = []
+    for name, entry in schedule.items():
+        beat = periodic_entries({name: entry}, timezone if isinstance(timezone, str) else None)
+        for why in beat.skipped.values():
+            found.append(
+                Warning(f"CELERY_BEAT_SCHEDULE entry {name!r} cannot be a periodic job: {why}", hint=hint,
+                        id="django_wurk.W003")
+            )  # fmt: skip
+        for mapped in beat.entries:
+            if configured is not None and (mapped["job"], mapped["cron"]) not in configured:
+                found.append(
+                    Warning(f"CELERY_BEAT_SCHEDULE entry {name!r} ({mapped['cron']} {mapped['job']}) is not"
+                            " in WURK['PERIODIC']: no runwurk leader fires it",
+                            hint="WURK['PERIODIC'] = periodic_entries(CELERY_BEAT_SCHEDULE, ...).entries",
+                            id="django_wurk.W004")
+                )  # fmt: skip
+        for note in beat.notes.get(str(name), ()):
+            found.append(Info(f"CELERY_BEAT_SCHEDULE entry {name!r}: {note}", id="django_wurk.I002"))
+    return found
+
+
+@register("wurk")
+def check_observability(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """The health port needs prometheus-client and tracing opentelemetry-api: said at start-up,
+    not as an ImportError in a worker's first seconds."""
+    import importlib.util
+
+    from django_wurk.conf import app_settings
+
+    try:
+        app = app_settings()
+    except ConfigError:
+        return []  # check_settings reports it
+    errors: list[CheckMessage] = []
+    if app.health_port and importlib.util.find_spec("prometheus_client") is None:
+        errors.append(
+            Error(
+                "WURK['HEALTH_PORT'] needs the 'prometheus-client' package, which is not installed",
+                hint="pip install 'django-wurk[prometheus]'",
+                id="django_wurk.E006",
+            )
+        )
+    if app.tracing and importlib.util.find_spec("opentelemetry") is None:
+        errors.append(
+            Error(
+                "WURK['TRACING'] needs the 'opentelemetry-api' package, which is not installed",
+                hint="pip install 'django-wurk[tracing]'",
+                id="django_wurk.E007",
             )
         )
     return errors

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -72,6 +73,24 @@ class Settings:
     leader: bool = True
     #: Seconds the leader's lock lives without renewal: a dead leader is replaced within it.
     leader_ttl: float = 30.0
+    #: Seconds between the leader's historical-metrics snapshots (docs/metrics.md).
+    history_interval: float = 30.0
+    #: Days the historical-metrics snapshots are kept; 0 records none.
+    history_retention: float = 7.0
+    #: The port a worker serves ``/metrics``, ``/live`` and ``/ready`` on (0 = off; docs/observability.md).
+    health_port: int = 0
+    #: The address the health port listens on.
+    health_bind: str = "0.0.0.0"
+    #: ``/ready`` fails when a worker's last heartbeat is older than this many seconds.
+    ready_window: float = 30.0
+    #: Send job counts and timings to this StatsD (DogStatsD) agent's host ("" = off).
+    statsd_host: str = ""
+    #: The StatsD agent's UDP port.
+    statsd_port: int = 8125
+    #: The first part of every StatsD metric name (Sidekiq Pro's ``sidekiq``).
+    statsd_prefix: str = "sidekiq"
+    #: OpenTelemetry spans for each enqueue and execution, joined through the payload.
+    tracing: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -104,6 +123,29 @@ def _validate(s: Settings) -> None:
         raise ConfigError("PUSH_RETRIES", f"must be 0 or more, got {s.push_retries!r}")
     if not s.leader_ttl > 0:
         raise ConfigError("LEADER_TTL", f"must be greater than 0, got {s.leader_ttl!r}")
+    if not 0 < s.history_interval <= 86_400:
+        raise ConfigError(
+            "HISTORY_INTERVAL",
+            f"must be a number of seconds above 0, at most 86400, got {s.history_interval!r}",
+        )
+    if not (s.history_retention == 0 or s.history_interval <= s.history_retention * 86_400 <= 3650 * 86_400):
+        raise ConfigError(
+            "HISTORY_RETENTION",
+            "must be a number of days (0 records no history), at least HISTORY_INTERVAL and at most "
+            f"3650, got {s.history_retention!r}",
+        )
+    if not 0 <= s.health_port <= 65535:
+        raise ConfigError("HEALTH_PORT", f"must be a TCP port (1-65535, or 0 for off), got {s.health_port!r}")
+    if not s.health_bind:
+        raise ConfigError("HEALTH_BIND", "must be an address to listen on, got an empty string")
+    if not s.ready_window > 0:
+        raise ConfigError("READY_WINDOW", f"must be greater than 0, got {s.ready_window!r}")
+    if not 0 < s.statsd_port <= 65535:
+        raise ConfigError("STATSD_PORT", f"must be a UDP port (1-65535), got {s.statsd_port!r}")
+    if not s.statsd_prefix or any(c in s.statsd_prefix for c in "|:#,@\n "):
+        raise ConfigError(
+            "STATSD_PREFIX", f"must be a metric name prefix like 'sidekiq', got {s.statsd_prefix!r}"
+        )
     if s.dashboard_stats_token and len(s.dashboard_stats_token) < MIN_TOKEN_LENGTH:
         raise ConfigError(
             "DASHBOARD_STATS_TOKEN",
@@ -165,15 +207,28 @@ def merged_values(
 ) -> dict[str, Any]:
     """Every key set anywhere, the highest source winning; a key of neither layer is an error."""
     merged: dict[str, Any] = {}
-    merged.update(fallback_redis_url(environ))
+    fallback = fallback_redis_url(environ)  # read first: an unreadable file is an error either way
     merged.update(settings_values())
     merged.update(environment_values(environ))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if "REDIS_URL" not in merged and not _shards_name_default(merged.get("SHARDS")):
+        # A fallback, so it never conflicts with a SHARDS["default"] that was set explicitly.
+        merged.update(fallback)
     names = setting_names()
     for key in merged:
         if key not in names:
             raise ConfigError(key, f"unknown setting{did_you_mean(key, names)}")
     return merged
+
+
+def _shards_name_default(raw: Any) -> bool:
+    """Whether a ``SHARDS`` value (a dict, or JSON from the environment) names ``"default"``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return False  # reported, by name, when the configuration is built
+    return isinstance(raw, Mapping) and "default" in raw
 
 
 # Building -------------------------------------------------------------------------------

@@ -12,6 +12,11 @@ from typing import Any
 
 #: Attributes our loggers put on records through ``extra=`` (job context).
 CONTEXT_FIELDS = ("jid", "job_class", "queue")
+#: Each field with the name the text layout gives it (Sidekiq's ``class``).
+_CONTEXT_LABELS = tuple((name, "class" if name == "job_class" else name) for name in CONTEXT_FIELDS)
+#: Set on a job's last line only (seconds, and ``done`` or ``fail``); JSON logs carry them in
+#: ``ctx`` so a log shipper can chart them, text logs already say them in the message.
+OUTCOME_FIELDS = ("duration", "outcome")
 
 
 class TextFormatter(logging.Formatter):
@@ -19,16 +24,26 @@ class TextFormatter(logging.Formatter):
 
     Sidekiq's layout, so log tooling built for Sidekiq reads it too."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        #: (whole second, its text): with per-job lines, most records share their second.
+        self._second: tuple[int, str] = (-1, "")
+
     def format(self, record: logging.LogRecord) -> str:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-        ctx = " ".join(
-            f"{name if name != 'job_class' else 'class'}={getattr(record, name)}"
-            for name in CONTEXT_FIELDS
-            if getattr(record, name, None)
-        )
+        second, stamp = self._second  # one tuple: threads never see a second with another's text
+        if int(record.created) != second:
+            second = int(record.created)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = (second, stamp)
+        ctx = ""
+        fields = record.__dict__
+        for name, label in _CONTEXT_LABELS:
+            value = fields.get(name)
+            if value:
+                ctx += f" {label}={value}"
         line = (
             f"{stamp}.{int(record.msecs):03d}Z pid={os.getpid()} tid={threading.get_ident():x}"
-            f"{' ' + ctx if ctx else ''} {record.levelname}: {record.getMessage()}"
+            f"{ctx} {record.levelname}: {record.getMessage()}"
         )
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
@@ -49,6 +64,9 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         ctx = {name: getattr(record, name) for name in CONTEXT_FIELDS if getattr(record, name, None)}
+        for name in OUTCOME_FIELDS:
+            if hasattr(record, name):
+                ctx[name] = getattr(record, name)
         if ctx:
             data["ctx"] = ctx
         if record.exc_info:

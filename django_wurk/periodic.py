@@ -194,3 +194,16 @@ def install_from_settings(wurk: Wurk, entries: Sequence[PeriodicEntry], leader: 
     if not leader:
         return
     install(wurk, loop_specs(entries, wurk.registry), ttl=ttl)
+
+
+def install_history(wurk: Wurk, interval: float, retention_days: float, leader: bool) -> None:
+    """Have the leader record historical metrics (``WURK["HISTORY_INTERVAL"]`` and
+    ``WURK["HISTORY_RETENTION"]``, in days; 0 records none). A leader duty: it needs the
+    campaign ``install_from_settings`` starts, so with ``WURK["LEADER"] = False`` this process
+    records nothing."""
+    from django_wurk.core.features import history
+
+    if retention_days and leader:
+        history.install(wurk, interval, retention_days * 86_400)
+    else:
+        history.uninstall(wurk)

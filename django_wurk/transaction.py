@@ -27,7 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
@@ -37,6 +37,7 @@ from redis.exceptions import RedisError
 from django_wurk import db
 from django_wurk.conf import app_settings
 from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher, Refused
+from django_wurk.core.config import DEFAULT_SHARD
 from django_wurk.core.engine import Wurk
 from django_wurk.core.features.batches.batch import retrier as batch_retrier
 from django_wurk.core.wire import Payload
@@ -68,6 +69,8 @@ class Pending:
     payloads: list[Payload]
     at: float | None
     error: BaseException
+    #: How the push was asked to be delivered: its ``shard`` must survive the retries.
+    delivery: Delivery = field(default_factory=dict)
 
 
 class PushRetrier:
@@ -96,8 +99,14 @@ class PushRetrier:
         self._pid = 0
         self._hooked = False
 
-    def submit(self, payloads: list[Payload], at: float | None, error: BaseException) -> None:
-        item = Pending(payloads, at, error)
+    def submit(
+        self,
+        payloads: list[Payload],
+        at: float | None,
+        error: BaseException,
+        delivery: Delivery = NO_DELIVERY,
+    ) -> None:
+        item = Pending(payloads, at, error, delivery)
         with self._changed:
             if not self._closed:
                 self._ensure_thread()
@@ -167,7 +176,7 @@ class PushRetrier:
 
     def _attempt(self, item: Pending, when: str) -> bool:
         try:
-            self.inner.push(item.payloads, item.at)
+            self.inner.push(item.payloads, item.at, item.delivery)
         except Exception as exc:
             # Anything, not only Redis errors: an exception escaping would kill the thread and
             # strand every batch behind this one, unreported until the next failed commit.
@@ -261,7 +270,7 @@ class TransactionAwarePusher:
         wanted = delivery.get("on_commit")
         # An explicit on_commit=True (Celery's delay_on_commit) defers even under ENQUEUE="immediate".
         if (app.enqueue == "immediate" and wanted is not True) or wanted is False:
-            return self.inner.push(payloads, at)
+            return self.inner.push(payloads, at, delivery)
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None
         if alias is None and not using:
@@ -269,10 +278,18 @@ class TransactionAwarePusher:
         if app.enqueue == "outbox":
             from django_wurk import outbox
 
+            if self.wurk.shard != DEFAULT_SHARD:
+                # An outbox row names no shard, and the relay pushes to its own.
+                raise ImproperlyConfigured(
+                    f"WURK['ENQUEUE'] = 'outbox' relays to the 'default' shard only; this push goes to "
+                    f"shard {self.wurk.shard!r} (push with on_commit=False, or use ENQUEUE='on_commit')"
+                )
             return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
         if alias is None:
-            return self.inner.push(payloads, at)
-        transaction.on_commit(functools.partial(self._after_commit, list(payloads), at), using=alias)
+            return self.inner.push(payloads, at, delivery)
+        transaction.on_commit(
+            functools.partial(self._after_commit, list(payloads), at, delivery), using=alias
+        )
         return None
 
     def defer_until_commit(self, action: Callable[[], None]) -> bool:
@@ -296,16 +313,16 @@ class TransactionAwarePusher:
         transaction.on_commit(action, using=alias)
         return True
 
-    def _after_commit(self, payloads: list[Payload], at: float | None) -> None:
+    def _after_commit(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
         try:
-            self.inner.push(payloads, at)
+            self.inner.push(payloads, at, delivery)
         except (RedisError, OSError) as exc:
             logger.warning(
                 "could not push %d job(s) after the commit (%s); retrying in the background",
                 len(payloads),
                 exc,
             )
-            self.retrier.submit(payloads, at, exc)
+            self.retrier.submit(payloads, at, exc, delivery)
 
 
 def install(wurk: Wurk) -> None:

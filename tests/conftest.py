@@ -163,3 +163,25 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s: {predicate}")
         time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def bulk_redis_url() -> Iterator[str]:
+    """A second private server, for the sharding tests' ``"bulk"`` shard."""
+    server = start_valkey()
+    try:
+        yield f"{server.connection_url}/0"
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def sharded(wurk: Wurk, test_config: Config, bulk_redis_url: str) -> Iterator[redis_lib.Redis]:
+    """The test engine with a second shard, ``"bulk"``, flushed; yields a client on it."""
+    wurk.configure(test_config.replace(shards=(("bulk", bulk_redis_url),)))
+    bulk = redis_lib.Redis.from_url(bulk_redis_url)
+    bulk.flushdb()
+    try:
+        yield bulk
+    finally:
+        bulk.close()

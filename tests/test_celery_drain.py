@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import json
 import subprocess
 import sys
@@ -138,7 +139,7 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     token = uuid.uuid4()
     plain = add.delay(1, 2)
-    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=2, expires=3600)
+    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=10, expires=3600)
     sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6}, retries=2)
     unknown = celery_app.send_task("legacy.gone", args=[7])
     etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
@@ -156,14 +157,14 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
     eta = dt.datetime.fromisoformat(str(etas[rich.id]))
     assert scheduled[rich.id] == pytest.approx(eta.timestamp())
-    assert found[rich.id]["expires_at"] == pytest.approx(eta.timestamp() + 3600 - 2, abs=1)
+    assert found[rich.id]["expires_at"] == pytest.approx(eta.timestamp() + 3600 - 10, abs=1)
     [buried] = dead(r)
     assert buried["error_class"] == "UnknownCeleryTask" and unknown.id in buried["error_message"]
     assert broker_lists(broker) == {}
     assert broker.get("wurk-celery-drain") is None  # the lease was given back
 
     stop_later.append(start(redis_url, "-c", "2", "-q", "default"))
-    wait_for(lambda: len(runs(r)) == 3, timeout=30)
+    wait_for(lambda: len(runs(r)) == 3, timeout=60)  # the countdown job comes due 10 s after the send
     ran = runs(r)
     assert ran[plain.id]["args"] == [["int", "1"], ["int", "2"]]
     assert ran[sent.id]["kwargs"] == {"b": ["int", "6"]}
@@ -289,14 +290,17 @@ def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     assert skipped in (0, 1)
 
 
-def test_protocol_1_messages_are_moved_and_workflows_are_kept_in_the_dead_set(
+def test_protocol_1_messages_are_moved_and_callbacks_and_chords_are_kept_in_the_dead_set(
     wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
 ) -> None:
-    from celery import chain
+    from celery import Celery, chain, group
 
     add = celery_app.legacy_add
     linked = add.apply_async((1, 2), link=add.si(3, 4))
-    chained = chain(add.si(5, 6), add.si(7, 8)).apply_async()
+    # Celery sends chords only with a result backend; a group inside a chain is one.
+    with Celery("legacy", broker=broker_url, backend=broker_url, set_as_current=False) as backed:
+        step = functools.partial(backed.signature, "legacy.add", immutable=True)
+        with_chord = chain(step((5, 6)), group(step((7, 8)), step((9, 10))), step((11, 12))).apply_async()
     celery_app.conf.task_protocol = 1
     old = add.apply_async((9,), {"b": 10, "c": 11}, countdown=60)
 
@@ -308,8 +312,42 @@ def test_protocol_1_messages_are_moved_and_workflows_are_kept_in_the_dead_set(
     assert [e["error_class"] for e in dead(r)] == ["UnsupportedCeleryWorkflow"] * 2
     messages = " ".join(e["error_message"] for e in dead(r))
     assert linked.id in messages and "callbacks" in messages
-    assert chained.parent.id in messages and "chain" in messages
+    first = with_chord
+    while first.parent is not None:
+        first = first.parent
+    assert first.id in messages and "chord" in messages
     assert broker_lists(broker) == {}
+
+
+def test_a_celery_chain_is_drained_and_its_steps_run_in_order_on_the_workers(
+    wurk: Wurk,
+    r: Any,
+    broker: redis_lib.Redis,
+    broker_url: str,
+    redis_url: str,
+    celery_app: Any,
+    stop_later: list[subprocess.Popen[str]],
+) -> None:
+    from celery import chain
+
+    from django_wurk.celery import AsyncResult
+
+    step = functools.partial(celery_app.signature, "legacy.append")
+    sent = chain(step(([], "a")), step(("b",)), step(("c",), immutable=False)).apply_async()
+    ids = [sent.parent.parent.id, sent.parent.id, sent.id]
+    [raw] = broker.lrange("celery", 0, -1)
+    assert len(decode(raw).chain) == 2  # Celery embeds the rest of the chain in the first message
+
+    done = run_drain(broker_url, redis_url)
+
+    assert done.returncode == 0, done.stderr
+    assert "drained: moved 1, dead 0, skipped 0" in done.stdout
+    [job] = jobs(r).values()
+    assert job["jid"] == ids[0] and [s["task"] for s in job["chain"]] == ["legacy.append"] * 2
+    stop_later.append(start(redis_url, "-c", "2", "-q", "default"))
+    assert AsyncResult(sent.id).get(timeout=30) == ["a", "b", "c"]
+    assert [run["id"] for run in map(json.loads, r.lrange(celery_drain_tasks.RUNS, 0, -1))] == ids
+    assert AsyncResult(ids[1]).get(timeout=1) == ["a", "b"]  # each step kept its Celery task id
 
 
 def test_one_drain_per_broker(wurk: Wurk, broker: redis_lib.Redis, broker_url: str) -> None:

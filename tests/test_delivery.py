@@ -45,8 +45,13 @@ def lonely(x: int) -> None:
 
 
 def test_the_app_declares_using_and_on_commit() -> None:
-    assert set(delivery_options) == {"using", "on_commit"}
-    assert {check.__module__ for check in delivery_options.values()} == {"django_wurk.delivery"}
+    # ``shard`` is the engine's own: its pushers read it (docs/scaling.md).
+    assert set(delivery_options) == {"using", "on_commit", "shard"}
+    assert {k: check.__module__ for k, check in delivery_options.items()} == {
+        "using": "django_wurk.delivery",
+        "on_commit": "django_wurk.delivery",
+        "shard": "django_wurk.core.job",
+    }
 
 
 @pytest.mark.parametrize(

@@ -63,3 +63,52 @@ def test_middleware_chain_editing_verbs(wurk: Wurk) -> None:
     assert order == ["d", "b", "c", "job"]
     with pytest.raises(ValueError, match="not in this middleware chain"):
         chain.insert_before(a, b)
+
+
+def test_a_middleware_with_payload_keys_runs_only_for_payloads_holding_one(wurk: Wurk) -> None:
+    order: list[str] = []
+
+    class Always:
+        def __call__(self, *args: Any) -> Any:
+            order.append("always")
+            return args[-1]()
+
+    class Keyed:
+        payload_keys = ("bid", "unique_for")
+
+        def __call__(self, *args: Any) -> Any:
+            order.append("keyed")
+            return args[-1]()
+
+    chain = wurk.server_middleware
+    chain.clear()
+    chain.add(Keyed)
+    for payload in ({}, {"bid": "b"}, {"unique_for": 0}, {"other": 1}):
+        chain.invoke(lambda: order.append("job"), None, payload, "q")
+    assert order == ["job", "keyed", "job", "keyed", "job", "job"]
+    order.clear()
+    chain.prepend(Always)  # an edit after an invoke takes effect at once
+    chain.invoke(lambda: order.append("job"), None, {"bid": "b"}, "q")
+    chain.invoke(lambda: order.append("job"), None, {}, "q")
+    assert order == ["always", "keyed", "job", "always", "job"]
+    order.clear()
+    with chain.preserved():
+        chain.remove(Keyed)
+        chain.invoke(lambda: order.append("job"), None, {"bid": "b"}, "q")
+    chain.invoke(lambda: order.append("job"), None, {"bid": "b"}, "q")  # restored
+    assert order == ["always", "job", "always", "keyed", "job"]
+
+
+def test_a_ruby_pushed_job_carrying_an_option_still_meets_its_middleware(wurk: Wurk, r: Any) -> None:
+    from django_wurk.core.features.expiring.middleware import ExpiryServerMiddleware
+
+    assert ExpiryServerMiddleware.payload_keys == ("expires_at",)
+    ran: list[Any] = []
+    payload = {"class": "echo", "args": [1], "jid": "0" * 24, "queue": "default", "expires_at": 1.0}
+    with wurk.server_middleware.preserved():
+        wurk.server_middleware.clear()
+        wurk.server_middleware.add(ExpiryServerMiddleware, wurk)
+        wurk.server_middleware.invoke(lambda: ran.append("job"), None, payload, "default")
+        assert ran == []  # expired in 1970: skipped, as before payload_keys
+        wurk.server_middleware.invoke(lambda: ran.append("job"), None, {**payload, "expires_at": None}, "q")
+        assert ran == ["job"]

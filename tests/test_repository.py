@@ -90,8 +90,50 @@ def test_ci_fails_when_no_redis_answers_for_its_real_redis_pass(tmp_path: Path) 
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "test pass 2 failed: no Redis answers PING on 127.0.0.1:6379" in proc.stdout
-    # Lint and pass 1 ran; nothing after the failed pass did.
-    assert calls.read_text().splitlines() == ["||lint", "||test"]
+    # The services are checked before anything runs: nothing ran.
+    assert not calls.exists() or calls.read_text().splitlines() == []
+
+
+def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp_path: Path) -> None:
+    """Passes run two at a time to stay under 30 minutes; each must still run, with its own
+    server, and a failure in the pass run beside another must fail CI, not vanish in a log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "make-calls"
+    # The PostgreSQL pass (run beside pass 2) fails; everything else passes.
+    stub(
+        bin_dir,
+        "make",
+        f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$*" >> "{calls}"; '
+        'if [ -n "$DATABASE_URL" ]; then echo "pg pass output"; exit 3; fi',
+    )
+    stub(bin_dir, "dpkg-query", "echo 'install ok installed'")
+    stub(bin_dir, "redis-cli", "echo PONG")
+    stub(bin_dir, "pg_isready", "exit 0")
+    proc = subprocess.run(
+        ["bash", str(ROOT / ".ci" / "run")],
+        env={
+            **{k: v for k, v in os.environ.items() if k not in ("WURK_TEST_REDIS_URL", "DATABASE_URL")},
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "pg pass output" in proc.stdout
+    assert "failed (exit 3)" in proc.stdout
+    redis = "redis://127.0.0.1:6379/15"
+    pg = "postgres://postgres@127.0.0.1:5432/wurk"
+    assert sorted(calls.read_text().splitlines()) == sorted(
+        [
+            "||lint",
+            "||test PYTEST_ARGS=-m soak",
+            '||test PYTEST_ARGS=-m "not soak"',
+            f'{redis}||test PYTEST_ARGS=-m "not soak"',
+            f'|{pg}|test PYTEST_ARGS=-m "not soak"',
+        ]
+    )
 
 
 def test_hiredis_comes_with_a_plain_install_and_the_old_extra_still_resolves() -> None:

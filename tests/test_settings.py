@@ -33,7 +33,9 @@ from django_wurk.conf import (
 from django_wurk.core import config as engine_config
 
 MOVED = ["ENQUEUE", "DATABASE", "OUTBOX_RELAY_INTERVAL", "PUSH_RETRIES", "DASHBOARD_READ_ONLY",
-         "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL"]  # fmt: skip
+         "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL", "HISTORY_INTERVAL",
+         "HISTORY_RETENTION", "HEALTH_PORT", "HEALTH_BIND", "READY_WINDOW", "STATSD_HOST", "STATSD_PORT",
+         "STATSD_PREFIX", "TRACING"]  # fmt: skip
 TOKEN = "monitoring-token-0123456789"
 
 
@@ -233,6 +235,8 @@ def run(*args: str) -> str:
         ({"DASHBOARD_STATS_TOKEN": "short"}, "DASHBOARD_STATS_TOKEN"),
         ({"DASHBOARD_READ_ONLY": "maybe"}, "DASHBOARD_READ_ONLY"),
         ({"OUTBX_RELAY_INTERVAL": 1}, "OUTBX_RELAY_INTERVAL"),
+        ({"HISTORY_INTERVAL": 0}, "HISTORY_INTERVAL"),
+        ({"HISTORY_RETENTION": -1}, "HISTORY_RETENTION"),
     ],
 )
 def test_check_reports_a_bad_app_setting_by_name(values: dict[str, Any], setting: str) -> None:

@@ -192,3 +192,84 @@ def test_a_job_that_finishes_in_time_is_not_touched(r: Any, workers: Launcher) -
 
 def test_timed_out_is_public() -> None:
     assert issubclass(TimedOut, Exception)
+
+
+def jids(units: Any) -> list[str]:
+    return [json.loads(u.raw)["jid"] for u in units]
+
+
+def test_an_abandoned_job_leaves_the_fetch_and_a_stray_sweep_never_pushes_it_back(
+    r: Any, workers: Launcher
+) -> None:
+    """The fetch holds a running job (``held``) on behalf of the thread that took it; the
+    watchdog gives it up from another thread, so the fetch must let go of it there, and the
+    thread put in the stuck one's place fetches with a share of its own."""
+    manager = workers.manager
+    long_sleep.perform_async("held")
+    wait_started(r, "held")
+    stuck = next(w.thread for w in manager.work.snapshot().values())
+    wait_for(lambda: retries(r), timeout=0.5 + GRACE + MARGIN)
+    (entry,) = retries(r)
+    assert entry["jid"] not in jids(manager.fetch.held())
+    assert all(share.thread is not stuck for share in manager.fetch._threads)
+    assert manager.reclaim_strays()
+    assert r.llen("queue:default") == 0  # nothing pushed back: it is not run again
+    for i in range(20):
+        quick.perform_async(str(i))
+    wait_for(lambda: r.llen("t:quick") == 20, timeout=10)
+    live = {p.thread for p in manager.processors}
+    assert stuck not in live and {share.thread for share in manager.fetch._threads} <= live
+    assert r.lrange("t:started", 0, -1) == [b"held"]
+
+
+def test_a_thread_that_comes_back_after_its_job_was_abandoned_leaves_the_fetch_alone(
+    r: Any, wurk: Wurk, test_config: Any, silent_peer: socket.socket
+) -> None:
+    wurk.configure(test_config.replace(concurrency=2))
+    worker = Launcher(wurk)
+    worker.start()
+    fetch = worker.manager.fetch
+    try:
+        blocked_recv.perform_async("back", silent_peer.getsockname()[1])
+        wait_started(r, "back")
+        stuck = next(w.thread for w in worker.manager.work.snapshot().values())
+        wait_for(lambda: dead(r), timeout=0.5 + GRACE + MARGIN)
+        quick.perform_async("before")
+        wait_for(lambda: r.llen("t:quick") == 1, timeout=10)
+        shares = list(fetch._threads)
+        silent_peer.close()
+        wait_for(lambda: not stuck.is_alive(), timeout=10)
+        assert fetch._threads == shares  # it neither released a share nor took one
+        quick.perform_async("after")
+        wait_for(lambda: r.llen("t:quick") == 2, timeout=10)
+    finally:
+        worker.stop()
+    assert len(dead(r)) == 1 and not retries(r) and r.llen("t:returned") == 0
+
+
+def test_a_job_blocked_in_a_second_capsule_is_given_up_on_by_that_capsule(
+    r: Any, wurk: Wurk, test_config: Any
+) -> None:
+    from django_wurk.core.config import CapsuleSpec, QueueSpec
+
+    capsules = (
+        CapsuleSpec("default", (QueueSpec("default"),), 2),
+        CapsuleSpec("single", (QueueSpec("serial"),), 1),
+    )
+    wurk.configure(test_config.replace(capsules=capsules))
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        single = worker.managers[1]
+        long_sleep.set(queue="serial").perform_async("capsule")
+        wait_started(r, "capsule")
+        (stuck,) = [p.thread for p in single.processors]
+        wait_for(lambda: retries(r), timeout=0.5 + GRACE + MARGIN)
+        assert retries(r)[0]["error_class"] == "TimedOut"
+        assert len(single.processors) == 1 and single.processors[0].thread is not stuck
+        assert len(worker.manager.processors) == 2
+        assert not single.fetch.held() and not r.llen(f"queue:sq|{worker.identity}|serial")
+        quick.set(queue="serial").perform_async("next")  # the capsule's one slot works again
+        wait_for(lambda: r.llen("t:quick") == 1, timeout=10)
+    finally:
+        worker.stop()

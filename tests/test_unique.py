@@ -495,5 +495,5 @@ def test_a_lock_key_of_another_type_at_release_never_fails_the_job(
         wurk.execute(payload)  # no exception: the job succeeded
         wurk.report_death(payload, RuntimeError("died"))
     assert runs("sync_address") == [[33, None]]
-    assert "could not release unique lock" in caplog.text
+    # The release script reads a key of another type as nobody's lock: it is left alone.
     assert r.type(key) == b"list"

@@ -461,3 +461,67 @@ def test_dumps_alike_is_dumps_byte_for_byte_or_fails_the_same_way(varying: list[
             wire.dumps_alike(payloads)
     else:
         assert wire.dumps_alike(payloads) == expected
+
+
+# The fast reader (orjson) answers exactly as the policy written in Python does. -----------
+
+
+def decided(decode: Any, raw: bytes) -> tuple[str, str]:
+    """What a decoder made of ``raw``: the value as written back, or the refusal's reason."""
+    try:
+        value = decode(raw)
+    except wire.PayloadError as exc:
+        return ("refused", f"{exc.error_class}: {exc}")
+    return ("read", wire.dumps(value))  # 1 and 1.0, or True and 1, are written differently
+
+
+def assert_fast_reader_agrees(raw: bytes) -> None:
+    assert decided(wire.decode_json, raw) == decided(wire.strict_decode_json, raw)
+
+
+def test_the_fast_reader_is_installed() -> None:
+    # A default dependency: without it the properties below would compare the policy with itself.
+    assert wire._fast_loads is not None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"18446744073709551616",  # orjson alone would make this a float
+        b"-9223372036854775809",
+        b'{"class":"X","args":[123456789012345678901234567890]}',
+        b"[" * 101 + b"]" * 101,  # orjson alone would accept up to 1024 levels
+        b"1e400",
+        b'"\\ud800"',
+        b"\xef\xbb\xbf{}",
+        b'"\xed\xa0\x80"',
+        b'{"a":1,"b":2,"a":3}',
+        b"-0",
+        b"[1e-400]",
+    ],
+)
+def test_the_fast_reader_agrees_at_the_edges(raw: bytes) -> None:
+    assert_fast_reader_agrees(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_the_fast_reader_agrees_on_any_bytes(data: bytes) -> None:
+    assert_fast_reader_agrees(data)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=60).map("".join))
+def test_the_fast_reader_agrees_on_near_json(text: str) -> None:
+    for candidate in (text, '{"class":"X","args":[' + text + "]}"):
+        assert_fast_reader_agrees(candidate.encode("utf-8"))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ANY_VALUE, st.integers(min_value=0, max_value=120), st.booleans())
+def test_the_fast_reader_agrees_on_any_python_json(value: Any, depth: int, ascii_only: bool) -> None:
+    for _ in range(depth):
+        value = [value]
+    text = json.dumps({"class": "X", "args": [value]}, ensure_ascii=ascii_only, allow_nan=True)
+    assert_fast_reader_agrees(text.encode("utf-8", "surrogatepass"))
+    assert_fast_reader_agrees(text.encode("utf-8", "replace"))

@@ -10,7 +10,7 @@
 
 Tasks are wurk jobs (the payload is a Sidekiq job the dashboard shows); arguments go
 through kombu's JSON codec as in Celery; results are stored as Celery's Redis result
-backend stores them. What maps to what, and what behaves differently: docs/celery.md.
+backend stores them. What maps to what, and what behaves differently: docs/migrate-from-celery.md.
 It imports nothing from Django; the Django app imports the ``tasks`` modules that
 ``app.autodiscover_tasks()`` asks for.
 """

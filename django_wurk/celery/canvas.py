@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery import codec
+from django_wurk.celery import options as call_options
 from django_wurk.celery.exceptions import ImproperlyConfigured
 from django_wurk.celery.results import AsyncResult
 from django_wurk.core import wire
@@ -220,6 +221,51 @@ def _call_args(
 ) -> tuple[Any, ...]:
     merged = sig.clone(args, kwargs)
     return (merged.args, merged.kwargs)
+
+
+class UnsupportedWorkflow(ValueError):
+    """A Celery message's embedded chain holds something this layer cannot carry on."""
+
+
+#: The options of a Celery chain step that say how to call it; the rest of what Celery keeps
+#: there (``reply_to``, ``root_id``, ``parent_id``, ``group_id``, stamps, ``priority``, time
+#: limits) is its own bookkeeping or has no effect here, and is dropped at the handover.
+CELERY_STEP_OPTIONS = ("task_id", "countdown", "eta", "expires", "queue", "ignore_result")
+
+
+def from_celery_chain(steps: Any) -> list[Signature]:
+    """The rest of a chain as a Celery message embeds it (protocol 2 ``embed["chain"]``: the
+    next step **last**, since Celery's worker pops it), as this layer's steps, next step first.
+
+    Each step must be a plain task signature: a group or chord inside the chain, or a step with
+    ``link``/``link_error`` callbacks, raises ``UnsupportedWorkflow``, because carrying the
+    chain on without it would silently run only part of the workflow.
+    """
+    if not isinstance(steps, (list, tuple)):
+        raise UnsupportedWorkflow(f"a Celery chain is a list of signatures, got {type(steps).__name__}")
+    out: list[Signature] = []
+    for step in reversed(steps):
+        if not isinstance(step, Mapping) or not isinstance(step.get("task"), str) or not step["task"]:
+            raise UnsupportedWorkflow(f"a chain step is not a task signature: {step!r:.200}")
+        kind = step.get("subtask_type")
+        if kind:
+            raise UnsupportedWorkflow(f"the chain holds a {kind} (step {step['task']!r}), not a plain task")
+        options = step.get("options") or {}
+        if not isinstance(options, Mapping):
+            raise UnsupportedWorkflow(f"chain step {step['task']!r}: options are not a mapping")
+        callbacks = [name for name in ("link", "link_error", "chord") if options.get(name)]
+        if callbacks:
+            raise UnsupportedWorkflow(f"chain step {step['task']!r} carries {', '.join(callbacks)}")
+        args, kwargs = step.get("args") or (), step.get("kwargs") or {}
+        if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
+            raise UnsupportedWorkflow(f"chain step {step['task']!r}: args or kwargs of the wrong type")
+        kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
+        try:  # checked now, so a bad step is refused with its message, not met halfway through
+            call_options.check_step(kept)
+        except ValueError as exc:
+            raise UnsupportedWorkflow(f"chain step {step['task']!r}: {exc}") from None
+        out.append(Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable"))))
+    return out
 
 
 def continue_chain(rest: Any, value: Any) -> None:

@@ -46,6 +46,7 @@ from typing import Any, Protocol
 import redis
 from redis.exceptions import RedisError
 
+from django_wurk.celery.canvas import UnsupportedWorkflow, from_celery_chain
 from django_wurk.core import keys, wire
 from django_wurk.core.client import NO_DELIVERY, Delivery, capture, push_once
 from django_wurk.core.config import redact_url
@@ -121,6 +122,9 @@ class CeleryMessage:
     retries: int
     #: kombu's delivery tag (a fresh uuid per publish), or a digest of the message's bytes.
     delivery: str
+    #: The rest of a chain this message starts, as Celery embeds it (next step last); handed
+    #: to ``apply_async(chain=...)``, so the steps run on wurk workers after this one.
+    chain: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -251,7 +255,8 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
             f"task {task!r} id {task_id}: body is not [args, kwargs, embed] (protocol 2)",
         )
     args, kwargs, embed = body
-    _refuse_workflow(task, task_id, embed if isinstance(embed, dict) else {})
+    embed = embed if isinstance(embed, dict) else {}
+    _refuse_workflow(task, task_id, embed, ("callbacks", "errbacks", "chord"))
     return CeleryMessage(
         task,
         task_id,
@@ -261,6 +266,7 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         _moment(task, task_id, headers, "expires"),
         _retries(headers),
         delivery,
+        _chain(task, task_id, embed.get("chain")),
     )
 
 
@@ -270,7 +276,7 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
         raise Refused("InvalidCeleryMessage", "protocol 1 body 'task' is not a task name")
     if not isinstance(task_id, str) or not task_id:
         raise Refused("InvalidCeleryMessage", f"task {task!r}: protocol 1 body 'id' is not a task id")
-    _refuse_workflow(task, task_id, body)
+    _refuse_workflow(task, task_id, body, ("callbacks", "errbacks", "chord"))
     return CeleryMessage(
         task,
         task_id,
@@ -283,15 +289,31 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
     )
 
 
-def _refuse_workflow(task: str, task_id: str, embed: Mapping[str, Any]) -> None:
-    """A chain, chord or callback would silently stop at this job: keep the message instead."""
-    carried = [name for name in ("callbacks", "errbacks", "chain", "chord") if embed.get(name)]
+def _refuse_workflow(task: str, task_id: str, embed: Mapping[str, Any], names: Sequence[str]) -> None:
+    """A chord or a callback would silently stop at this job: keep the message instead."""
+    carried = [name for name in names if embed.get(name)]
     if carried:
         raise Refused(
             "UnsupportedCeleryWorkflow",
             f"task {task!r} id {task_id} carries Celery {', '.join(carried)}, which the drain does not"
             " carry over (the workflow would stop after this step); the message is kept here",
         )
+
+
+def _chain(task: str, task_id: str, steps: Any) -> list[Any]:
+    """The embedded chain, checked now: a group or chord inside it (or a step with callbacks)
+    cannot go on here, so the message is kept rather than run in part."""
+    if not steps:
+        return []
+    try:
+        from_celery_chain(steps)
+    except UnsupportedWorkflow as exc:
+        raise Refused(
+            "UnsupportedCeleryWorkflow",
+            f"task {task!r} id {task_id} starts a Celery chain the drain cannot carry over ({exc});"
+            " the message is kept here",
+        ) from None
+    return list(steps)
 
 
 def _args(task: str, task_id: str, value: Any) -> list[Any]:
@@ -621,7 +643,9 @@ class Drain:
         pusher = OncePusher(self.wurk, message.delivery)
         try:
             with capture(pusher):
-                extra = {"retries": message.retries} if message.retries else {}
+                extra: dict[str, Any] = {"retries": message.retries} if message.retries else {}
+                if message.chain:
+                    extra["chain"] = message.chain
                 task.apply_async(
                     message.args,
                     message.kwargs,

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django_wurk.celery.exceptions import UnsupportedOptionWarning
+from django_wurk.core.config import QUEUE_NAME
 
 #: A task id becomes the jid and part of a Redis key: text, without spaces or control characters.
 MAX_TASK_ID = 255
@@ -34,6 +36,7 @@ UNSUPPORTED = {
     "shadow": "the dashboard shows the task's name",
     "headers": "Celery message headers have no place in a Sidekiq payload",
     "reject_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
+    "retry_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
     "acks_on_failure_or_timeout": "a failed job is recorded (dead set) before it is acknowledged",
 }
 #: Accepted and meaningless here, silently (they describe how Celery talks to its broker).
@@ -98,3 +101,14 @@ def expiry(expires: Any, now: float | None = None) -> float | None:
     if isinstance(expires, (datetime, str)):
         return moment(expires, "expires")
     return now + seconds(expires, "expires")
+
+
+def check_step(options: Mapping[str, Any]) -> None:
+    """Raise ``ValueError`` unless a chain step's call options are ones ``apply_async`` takes."""
+    if options.get("task_id") is not None:
+        task_id(options["task_id"])
+    run_at(options.get("countdown"), options.get("eta"))
+    expiry(options.get("expires"))
+    queue = options.get("queue")
+    if queue is not None and (not isinstance(queue, str) or not QUEUE_NAME.match(queue)):
+        raise ValueError(f"queue {queue!r} must be a name matching [a-zA-Z0-9_:.-]+")

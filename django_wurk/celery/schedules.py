@@ -3,14 +3,16 @@
 ``periodic_entries(schedule)`` turns each beat entry into the dict a periodic-jobs entry is
 (``cron``, ``job``, ``args``, ``queue``, ``tz``), and says, entry by entry, what it could not
 carry over and why, instead of guessing: a periodic job fires on a cron expression aligned
-to the clock, with positional arguments only. The rules are the ones docs/celery.md gives
-(and the periodic jobs' own migration table): ``crontab`` fields in cron's order with day
-names as numbers, an interval only where it divides an hour or a day evenly, no seconds,
-no ``solar``, no keyword arguments.
+to the clock, with positional arguments only. The rules are the ones
+docs/migrate-from-celery.md gives (and the periodic jobs' own migration table): ``crontab``
+fields in cron's order with day names as numbers, an interval only where it divides an hour
+or a day evenly, no seconds, no ``solar``, no keyword arguments.
 
 ``crontab`` is here too, where Celery has it (``celery.schedules``), so a settings module
-keeps its beat schedule by changing that import. Nothing reads ``CELERY_BEAT_SCHEDULE`` on
-its own yet: pass ``periodic_entries(...).entries`` to ``WURK["PERIODIC"]``.
+keeps its beat schedule by changing that import. The settings pass
+``periodic_entries(...).entries`` to ``WURK["PERIODIC"]`` themselves (one visible line, one
+way to configure periodic jobs), and ``manage.py check`` names every ``CELERY_BEAT_SCHEDULE``
+entry that was left out, or not imported (``django_wurk.checks.check_celery_beat``).
 """
 
 from __future__ import annotations

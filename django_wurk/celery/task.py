@@ -3,7 +3,7 @@ over wurk jobs.
 
 A ``Task`` is what the decorator returns, as in Celery: calling it runs the function here;
 ``delay``/``apply_async`` push a Sidekiq job (see ``django_wurk.celery.job`` for the job and
-``docs/celery.md`` for the payload). Tasks are kept by their Celery name, which
+``docs/migrate-from-celery.md`` for the payload). Tasks are kept by their Celery name, which
 ``lookup(name)`` answers, so a Celery message naming a task can be turned into a call.
 """
 
@@ -254,7 +254,7 @@ TASK_OPTIONS = (
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
 TASK_UNSUPPORTED = (
     "rate_limit", "time_limit", "soft_time_limit", "priority", "reject_on_worker_lost",
-    "acks_on_failure_or_timeout",
+    "acks_on_failure_or_timeout", "retry_on_worker_lost",
 )  # fmt: skip
 TASK_IGNORED = (
     "typing",
@@ -400,9 +400,11 @@ class Task:
         celery_chain = opts.pop("chain", None)
         if celery_chain:
             # A Celery message's embedded chain keeps the next step last (Celery pops it).
-            if not isinstance(celery_chain, (list, tuple)):
-                raise TypeError(f"{where}: chain must be a list of signatures, got {celery_chain!r}")
-            rest_of_chain = [*reversed(celery_chain), *(rest_of_chain or ())]
+            try:
+                handed_over = canvas.from_celery_chain(celery_chain)
+            except canvas.UnsupportedWorkflow as exc:
+                raise canvas.UnsupportedWorkflow(f"{where}: chain= {exc}") from None
+            rest_of_chain = [*handed_over, *(rest_of_chain or ())]
         ignore_result = opts.pop("ignore_result", None)
         retries = opts.pop("retries", None)
         serializer = opts.pop("serializer", "json")
@@ -519,7 +521,9 @@ class Task:
         if (args is not None and list(args) != list(request.args)) or (
             kwargs is not None and dict(kwargs) != dict(request.kwargs)
         ):
-            raise ImproperlyConfigured(f"{where}: a retry runs with the same arguments (see docs/celery.md)")
+            raise ImproperlyConfigured(
+                f"{where}: a retry runs with the same arguments (see docs/migrate-from-celery.md)"
+            )
         if not throw:
             raise ImproperlyConfigured(f"{where}: throw=False is not supported; the retry is the exception")
         for key, value in opts.items():

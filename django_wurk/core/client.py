@@ -15,7 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
@@ -106,6 +106,15 @@ def admit(
 _capture: ContextVar[Pusher | None] = ContextVar("django_wurk_capture", default=None)
 
 
+#: The shard a ``Wurk.via()`` block chose for this context (``None``: the process's own).
+via_context: ContextVar[str | None] = ContextVar("django_wurk_shard", default=None)
+
+
+def via_shard() -> str | None:
+    """The shard a ``via()`` block chose for this context, if one did."""
+    return via_context.get()
+
+
 def capturing() -> Pusher | None:
     """What collects the pushes made in this context, if anything does."""
     return _capture.get()
@@ -150,6 +159,43 @@ class Engine(Protocol):
     @property
     def push_gates(self) -> list[PushGate]: ...
 
+    @property
+    def shard(self) -> str: ...
+
+    def via(self, shard: str | None) -> AbstractContextManager[Any]: ...
+
+
+class ShardMismatch(ValueError):
+    """A push inside a batch's ``jobs()`` block names another shard than the batch's."""
+
+
+def with_shard(delivery: Delivery) -> Delivery:
+    """``delivery`` naming the shard a ``via()`` block chose, when it names none itself, so a
+    push deferred to a commit or buffered in an outage lands there too, outside the block."""
+    if delivery and delivery.get("shard") is not None:
+        return delivery
+    shard = via_context.get()
+    return delivery if shard is None else {**delivery, "shard": shard}
+
+
+def on_shard(wurk: Engine, delivery: Delivery) -> AbstractContextManager[Any]:
+    """The block a push runs in: its ``shard`` delivery option's, or the current shard.
+
+    The whole push runs there, client middleware included, so a unique lock, a limiter's
+    count and a batch's bookkeeping live on the same Redis as the job itself.
+    """
+    shard = delivery.get("shard")
+    if shard is None or not writes_to_redis(wurk):
+        # The testing modes keep jobs in memory: one place, whatever the shard (and a test's
+        # settings need not name the production shards).
+        return nullcontext()
+    if _capture.get() is not None and shard != wurk.shard:
+        raise ShardMismatch(
+            f"this push goes to shard {shard!r} but the open batch block writes to shard {wurk.shard!r}: "
+            "a batch and all its jobs live on one shard (open the batch inside wurk.via(...) of that shard)"
+        )
+    return wurk.via(shard)
+
 
 class EnqueueError(redis_exceptions.ConnectionError):
     """A push could not reach Redis (and no outage buffer took it)."""
@@ -165,9 +211,7 @@ class RedisPusher:
     def __init__(self, wurk: Engine) -> None:
         self.wurk = wurk
 
-    def push(
-        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> Refused:
+    def _write(self, payloads: Sequence[Payload], at: float | None) -> Refused:
         refused: list[str] = []
         gates = self.wurk.push_gates
         if gates and payloads:
@@ -194,8 +238,36 @@ class RedisPusher:
             for entry in wire.dumps_alike(payloads):
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
-        self.wurk.lines.get().pipeline(commands)
+        replicas = self.wurk.config.push_wait_replicas
+        if not replicas:
+            self.wurk.lines.get().pipeline(commands)
+            return refused
+        # WAIT on the same connection, in the same round trip: it returns once that many
+        # replicas have every write sent before it (these pushes), or at the timeout.
+        timeout = self.wurk.config.push_wait_timeout
+        commands.append(("WAIT", replicas, max(1, int(timeout * 1000))))
+        confirmed = self.wurk.lines.get().pipeline(commands)[-1]
+        if not isinstance(confirmed, int) or confirmed < replicas:
+            logger.warning(
+                "pushed %d job(s), but only %s of WURK['PUSH_WAIT_REPLICAS'] = %d replicas had them "
+                "within %s s: a failover now could lose them",
+                len(payloads),
+                confirmed,
+                replicas,
+                timeout,
+            )
         return refused
+
+    def push(
+        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
+    ) -> Refused:
+        # Pushes deferred to a commit (or to the outage buffer) come here outside the
+        # caller's via() block: the delivery's shard still says where they belong.
+        shard = delivery.get("shard") if delivery else None
+        if shard is None:
+            return self._write(payloads, at)
+        with self.wurk.via(shard):
+            return self._write(payloads, at)
 
 
 def writes_to_redis(wurk: Engine) -> bool:
@@ -251,7 +323,7 @@ class BufferedPusher:
     def __init__(self, wurk: Engine, inner: Pusher) -> None:
         self.wurk = wurk
         self.inner = inner
-        self._backlog: deque[tuple[list[Payload], float | None]] = deque()
+        self._backlog: deque[tuple[list[Payload], float | None, Delivery]] = deque()
         self._size = 0
         self._lock = threading.Lock()
         # Whether a drain thread owns the backlog. Set and cleared only under the lock, in
@@ -271,7 +343,7 @@ class BufferedPusher:
     ) -> Refused:
         if not self._size:
             try:
-                return self.inner.push(payloads, at)
+                return self.inner.push(payloads, at, delivery)
             except (redis_exceptions.RedisError, OSError) as exc:
                 if not self.wurk.config.client_buffer:
                     raise EnqueueError(
@@ -279,10 +351,10 @@ class BufferedPusher:
                         f"{redact_url(self.wurk.config.redis_url)}: {exc}"
                     ) from exc
                 logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
-        self._buffer(list(payloads), at)
+        self._buffer(list(payloads), at, delivery)
         return None
 
-    def _buffer(self, payloads: list[Payload], at: float | None) -> None:
+    def _buffer(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
         limit = self.wurk.config.client_buffer
         with self._lock:
             if self._size + len(payloads) > limit:
@@ -290,7 +362,7 @@ class BufferedPusher:
                     f"Redis at {redact_url(self.wurk.config.redis_url)} is unreachable and the outage "
                     f"buffer is full ({self._size} of WURK['CLIENT_BUFFER'] = {limit}); this push was refused"
                 )
-            self._backlog.append((payloads, at))
+            self._backlog.append((payloads, at, delivery))
             self._size += len(payloads)
             if not self._draining:
                 self._draining = True
@@ -303,9 +375,9 @@ class BufferedPusher:
                 if not self._backlog:
                     self._draining = False
                     return
-                payloads, at = self._backlog[0]
+                payloads, at, delivery = self._backlog[0]
             try:
-                self.inner.push(payloads, at)
+                self.inner.push(payloads, at, delivery)
             except (redis_exceptions.RedisError, OSError):
                 time.sleep(delay)
                 delay = min(delay * 2, 5.0)
@@ -362,10 +434,12 @@ class Client:
 
     def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
         """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
-        prepared = self.prepare(payload, at=at)
-        if prepared is None:
-            return None
-        refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        delivery = with_shard(delivery)
+        with on_shard(self.wurk, delivery):
+            prepared = self.prepare(payload, at=at)
+            if prepared is None:
+                return None
+            refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return None if refused and jid in refused else jid
 
@@ -411,6 +485,13 @@ class Client:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        delivery = with_shard(delivery)
+        with on_shard(self.wurk, delivery):
+            return self._push_bulk(payloads, at, batch_size, delivery)
+
+    def _push_bulk(
+        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery
+    ) -> list[str | None]:
         jids: list[str | None] = []
         pusher = _capture.get() or self.wurk.pusher
         for start in range(0, len(payloads), batch_size):

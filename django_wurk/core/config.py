@@ -15,13 +15,14 @@ Django concern.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django_wurk.core.wire import TimestampStyle
 
@@ -45,6 +46,28 @@ class QueueSpec:
 
     name: str
     weight: int = 0
+
+
+#: A capsule's name: it appears in the heartbeat and in log lines.
+CAPSULE_NAME = re.compile(r"\A[a-zA-Z0-9_.\-]+\Z")
+
+
+@dataclass(frozen=True)
+class CapsuleSpec:
+    """A pool of job threads with its own queues (Sidekiq 7's capsule).
+
+    A queue belongs to one capsule only: each capsule fetches into its own private lists,
+    and a single-threaded capsule's promise (one job at a time) would not hold if another
+    capsule's threads took from the same queue.
+    """
+
+    name: str
+    queues: tuple[QueueSpec, ...]
+    concurrency: int
+
+    @property
+    def strict_order(self) -> bool:
+        return all(q.weight == 0 for q in self.queues)
 
 
 @dataclass(frozen=True)
@@ -105,10 +128,35 @@ class Config:
     encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
     #: The version new pushes are encrypted with; empty means the only key's (``encryption_version``).
     encryption_active: str = ""
+    #: After each push, wait until this many replicas have it (Redis ``WAIT``); 0: don't wait.
+    push_wait_replicas: int = 0
+    #: The longest a push waits for its replicas (seconds) before it returns anyway, with a warning.
+    push_wait_timeout: float = 1.0
+    #: Several pools of job threads in one process, each with its own queues and concurrency
+    #: (``WURK["CAPSULES"]``, ``runwurk --capsule``). Empty: one pool, ``queues`` x ``concurrency``.
+    #: When set, ``concurrency`` becomes the total and ``queues`` the union (as Sidekiq 7 reports them).
+    capsules: tuple[CapsuleSpec, ...] = ()
+    #: More Redis servers, by name (``{"bulk": url}``; JSON in the environment): a job class's or
+    #: a push's ``shard`` option sends its jobs there. ``REDIS_URL`` is the shard ``"default"``.
+    shards: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    #: The shard this process works (``runwurk --shard``) and pushes to when nothing says otherwise.
+    shard: str = "default"
 
     def __post_init__(self) -> None:
         _read_encryption(self)
+        _read_capsules(self)
         _validate(self)
+        _check_shards(self)
+
+    def capsule_list(self) -> tuple[CapsuleSpec, ...]:
+        """The pools a worker process runs: the configured capsules, or the one ``default`` pool."""
+        return self.capsules or (CapsuleSpec("default", self.queues, self.concurrency),)
+
+    def for_capsule(self, capsule: CapsuleSpec) -> Config:
+        """This configuration narrowed to one capsule (what its manager and fetch read)."""
+        if not self.capsules:
+            return self
+        return dataclasses.replace(self, capsules=(), queues=capsule.queues, concurrency=capsule.concurrency)
 
     @property
     def encryption_version(self) -> str:
@@ -150,7 +198,32 @@ class Config:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> Config:
         """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
-        return cls(**fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw)))
+        kwargs = fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw))
+        # SHARDS["default"] may stand in for REDIS_URL; set both, they must agree (_check_shards).
+        default = dict(kwargs.get("shards", ())).get(DEFAULT_SHARD)
+        if default is not None and "redis_url" not in kwargs:
+            kwargs["redis_url"] = default
+        return cls(**kwargs)
+
+    def shard_names(self) -> tuple[str, ...]:
+        """Every configured shard, ``"default"`` (``REDIS_URL``) first."""
+        return (DEFAULT_SHARD, *(name for name, _ in self.shards if name != DEFAULT_SHARD))
+
+    def shard_url(self, name: str) -> str:
+        """Shard ``name``'s Redis URL (``UnknownShard`` if no shard is named so)."""
+        if name == DEFAULT_SHARD:
+            return self.redis_url
+        for known, url in self.shards:
+            if known == name:
+                return url
+        raise UnknownShard(name, self.shard_names())
+
+    def shard_config(self, name: str) -> Config:
+        """What connecting to shard ``name`` takes: this configuration with that shard's URL
+        as its only Redis (``UnknownShard`` if no shard is named so)."""
+        if name == DEFAULT_SHARD and not self.shards:
+            return self
+        return dataclasses.replace(self, redis_url=self.shard_url(name), shards=(), shard=DEFAULT_SHARD)
 
 
 def fields_from_mapping(
@@ -216,16 +289,79 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc
     if parts.password is not None:
         user = parts.username or ""
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        if parts.port:
-            host = f"{host}:{parts.port}"
-        netloc = f"{user}:***@{host}"
+        # Everything after the "@" as written: a Sentinel URL lists several host:port pairs,
+        # which ``parts.port`` cannot parse.
+        netloc = f"{user}:***@{netloc.rpartition('@')[2]}"
     query = re.sub(r"(?i)(^|&)(password=)[^&]*", r"\1\2***", parts.query)
     if netloc == parts.netloc and query == parts.query:
         return url  # nothing secret (and urlunsplit would drop the "//" of unix:///path)
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+SENTINEL_SCHEME = "redis+sentinel"
+#: Sentinel's own default port, for a host written without one.
+SENTINEL_PORT = 26379
+
+
+@dataclass(frozen=True)
+class SentinelUrl:
+    """Where the Sentinels are and which service (master name) they watch.
+
+    ``redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/service[/db]``: the
+    credentials are the master's (and its replicas'), never sent to the Sentinels, which
+    usually run without a password.
+    """
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
+
+
+def _sentinel_host(text: str) -> tuple[str, int]:
+    host, port = text, ""
+    if text.startswith("["):  # [IPv6]:port
+        host, _, rest = text[1:].partition("]")
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"bad Sentinel address {text!r}")
+        port = rest[1:]
+    elif ":" in text:
+        host, _, port = text.rpartition(":")
+    if not host:
+        raise ValueError(f"a Sentinel address has no host: {text!r}")
+    if not port:
+        return host, SENTINEL_PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"bad Sentinel port in {text!r}")
+    return host, int(port)
+
+
+def parse_sentinel_url(url: str) -> SentinelUrl:
+    """The parts of a ``redis+sentinel://`` URL; ValueError says what is wrong (no password in it)."""
+    parts = urlsplit(url)
+    if parts.scheme != SENTINEL_SCHEME:
+        raise ValueError(f"not a {SENTINEL_SCHEME}:// URL")
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    if not hosts:
+        raise ValueError("no Sentinel host:port")
+    sentinels = tuple(_sentinel_host(item.strip()) for item in hosts.split(","))
+    segments = parts.path.strip("/").split("/") if parts.path.strip("/") else []
+    if not segments:
+        raise ValueError("no service name (the master's name in Sentinel): /service_name[/db]")
+    if len(segments) > 2:
+        raise ValueError("expected /service_name[/db] after the Sentinel hosts")
+    db = 0
+    if len(segments) == 2:
+        if not segments[1].isdigit():
+            raise ValueError(f"the database must be a number, got {segments[1]!r}")
+        db = int(segments[1])
+    return SentinelUrl(sentinels, unquote(segments[0]), db, username, password)
 
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -251,6 +387,10 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
             raise ConfigError(
                 key, f"must be 'float' (seconds) or 'ms' (Sidekiq 8 milliseconds), got {raw!r}"
             ) from None
+    if name == "capsules":
+        return parse_capsules(key, raw)
+    if name == "shards":
+        return _parse_shards(key, raw)
     if name in ("encryption_keys", "encryption_active"):
         return raw  # read (and checked) by the Config itself, so a direct Config(...) is read alike
     if name in ("legacy_workers_key", "strict_args"):
@@ -273,6 +413,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "batch_linger",
         "batch_index_max",
         "status_retention",
+        "push_wait_replicas",
     ):
         return parse_number(key, raw, int)
     if name in (
@@ -285,6 +426,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "process_dead_after",
         "reaper_interval",
         "max_memory_mb",
+        "push_wait_timeout",
     ):
         return parse_number(key, raw, float)
     return parse_text(key, raw)
@@ -325,10 +467,17 @@ def parse_number(key: str, raw: Any, kind: type[int] | type[float]) -> int | flo
 
 def _validate(c: Config) -> None:
     scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
-    if scheme not in ("redis", "rediss", "unix"):
+    if scheme not in ("redis", "rediss", "unix", SENTINEL_SCHEME):
         raise ConfigError(
-            "REDIS_URL", f"must be a redis://, rediss:// or unix:// URL, got {redact_url(str(c.redis_url))!r}"
+            "REDIS_URL",
+            f"must be a redis://, rediss://, unix:// or {SENTINEL_SCHEME}:// URL, "
+            f"got {redact_url(str(c.redis_url))!r}",
         )
+    if scheme == SENTINEL_SCHEME:
+        try:
+            parse_sentinel_url(c.redis_url)
+        except ValueError as exc:
+            raise ConfigError("REDIS_URL", f"{exc}, in {redact_url(c.redis_url)!r}") from None
     positive = {
         "CONCURRENCY": c.concurrency,
         "PROCESSES": c.processes,
@@ -345,6 +494,7 @@ def _validate(c: Config) -> None:
         "BATCH_LINGER": c.batch_linger,
         "BATCH_INDEX_MAX": c.batch_index_max,
         "STATUS_RETENTION": c.status_retention,
+        "PUSH_WAIT_TIMEOUT": c.push_wait_timeout,
     }
     for key, value in positive.items():
         if not value > 0:
@@ -354,6 +504,7 @@ def _validate(c: Config) -> None:
         "MAX_RETRIES": c.max_retries,
         "DEAD_MAX_JOBS": c.dead_max_jobs,
         "CLIENT_BUFFER": c.client_buffer,
+        "PUSH_WAIT_REPLICAS": c.push_wait_replicas,
     }
     for key, value in non_negative.items():
         if not value >= 0:  # written so that NaN fails too
@@ -372,6 +523,155 @@ def _validate(c: Config) -> None:
         raise ConfigError("QUEUES", "at least one queue is needed")
     if not isinstance(c.timestamps, TimestampStyle):
         raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")
+
+
+# Capsules -------------------------------------------------------------------------------
+
+
+def parse_capsule(setting: str, name: Any, value: Any) -> CapsuleSpec:
+    """One capsule: ``{"queues": [...], "concurrency": N}``, or its text ``name:N:q1,w1;q2``."""
+    if isinstance(value, CapsuleSpec):
+        return value
+    if isinstance(name, CapsuleSpec):  # already read (a list of them)
+        return name
+    if value is None and isinstance(name, str):  # the text form
+        capsule_name, _, rest = name.strip().partition(":")
+        concurrency_text, sep, queues_text = rest.partition(":")
+        if not sep or not queues_text.strip():
+            raise ConfigError(
+                setting, f"cannot read {name!r} as a capsule; use 'name:concurrency:queue1;queue2,weight'"
+            )
+        return parse_capsule(
+            setting, capsule_name, {"queues": queues_text.split(";"), "concurrency": concurrency_text}
+        )
+    if not isinstance(name, str) or not CAPSULE_NAME.fullmatch(name):
+        raise ConfigError(setting, f"capsule name {name!r} must match [a-zA-Z0-9_.-]+")
+    if not isinstance(value, Mapping):
+        raise ConfigError(
+            setting, f"capsule {name!r} must be a dict with 'queues' and 'concurrency', got {value!r}"
+        )
+    unknown = set(value) - {"queues", "concurrency"}
+    if unknown:
+        raise ConfigError(
+            setting, f"capsule {name!r} has unknown key(s) {', '.join(map(repr, sorted(unknown, key=str)))}"
+        )
+    raw_queues = value.get("queues")
+    if isinstance(raw_queues, (str, bytes)) or not isinstance(raw_queues, (list, tuple)) or not raw_queues:
+        raise ConfigError(setting, f"capsule {name!r} needs a non-empty list of 'queues', got {raw_queues!r}")
+    queues = tuple(parse_queue(setting, q) for q in raw_queues)
+    concurrency = parse_number(setting, value.get("concurrency", 5), int)
+    if not concurrency >= 1:
+        raise ConfigError(setting, f"capsule {name!r} needs a concurrency of at least 1, got {concurrency!r}")
+    return CapsuleSpec(name, queues, int(concurrency))
+
+
+def parse_capsules(setting: str, raw: Any) -> tuple[CapsuleSpec, ...]:
+    """``{name: {"queues": [...], "concurrency": N}}``, a list of text forms, or text separated by spaces."""
+    if isinstance(raw, str):
+        raw = raw.split()
+    if isinstance(raw, Mapping):
+        capsules = [parse_capsule(setting, name, value) for name, value in raw.items()]
+    elif isinstance(raw, (list, tuple)):
+        capsules = [parse_capsule(setting, item, None) for item in raw]
+    else:
+        raise ConfigError(setting, f"expected a dict of capsules, got {raw!r}")
+    return tuple(capsules)
+
+
+def _read_capsules(c: Config) -> None:
+    """Check the capsules against each other, and derive ``concurrency``/``queues`` from them.
+
+    Setting ``CONCURRENCY`` or ``QUEUES`` as well would leave two answers to "which queues,
+    how many threads": an error, unless it says what the capsules say.
+    """
+    if not c.capsules:
+        return
+    capsules = parse_capsules("CAPSULES", c.capsules) if not isinstance(c.capsules, tuple) else c.capsules
+    seen_names: set[str] = set()
+    owner: dict[str, str] = {}
+    for capsule in capsules:
+        if not isinstance(capsule, CapsuleSpec):
+            raise ConfigError("CAPSULES", f"expected CapsuleSpec entries, got {capsule!r}")
+        if capsule.name in seen_names:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} is defined twice")
+        seen_names.add(capsule.name)
+        if capsule.concurrency < 1:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} needs a concurrency of at least 1")
+        if not capsule.queues:
+            raise ConfigError("CAPSULES", f"capsule {capsule.name!r} has no queues")
+        for q in capsule.queues:
+            if q.name in owner and owner[q.name] != capsule.name:
+                raise ConfigError(
+                    "CAPSULES",
+                    f"queue {q.name!r} is in capsules {owner[q.name]!r} and {capsule.name!r}; "
+                    "a queue belongs to one capsule",
+                )
+            owner[q.name] = capsule.name
+    total = sum(capsule.concurrency for capsule in capsules)
+    union = tuple(q for capsule in capsules for q in capsule.queues)
+    defaults = Config.__dataclass_fields__
+    if c.concurrency not in (defaults["concurrency"].default, total):
+        raise ConfigError(
+            "CONCURRENCY",
+            f"cannot be set together with CAPSULES (each capsule has its own); got {c.concurrency!r}",
+        )
+    if c.queues not in (defaults["queues"].default, union):
+        raise ConfigError("QUEUES", "cannot be set together with CAPSULES (each capsule has its own queues)")
+    object.__setattr__(c, "capsules", capsules)
+    object.__setattr__(c, "concurrency", total)
+    object.__setattr__(c, "queues", union)
+
+
+# Shards ---------------------------------------------------------------------------------
+
+DEFAULT_SHARD = "default"
+
+
+class UnknownShard(ValueError):
+    """A push or a process names a shard ``WURK["SHARDS"]`` does not list."""
+
+    def __init__(self, name: str, known: tuple[str, ...]) -> None:
+        super().__init__(f"no shard is named {name!r}; WURK['SHARDS'] names {', '.join(map(repr, known))}")
+        self.name = name
+
+
+def _parse_shards(key: str, raw: Any) -> tuple[tuple[str, str], ...]:
+    if isinstance(raw, str):  # from the environment: a JSON object
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ConfigError(
+                key, f"expected a JSON object of shard names to Redis URLs, got {raw!r}"
+            ) from None
+    if isinstance(raw, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
+        raw = dict(raw)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(key, f"expected a dict of shard names to Redis URLs, got {type(raw).__name__}")
+    return tuple((name, url) for name, url in raw.items())
+
+
+def _check_shards(c: Config) -> None:
+    for name, url in c.shards:
+        if not isinstance(name, str) or not QUEUE_NAME.match(name):
+            raise ConfigError("SHARDS", f"a shard name must match [a-zA-Z0-9_:.-]+, got {name!r}")
+        if name == DEFAULT_SHARD:
+            if url != c.redis_url:
+                raise ConfigError(
+                    "SHARDS",
+                    "the 'default' shard is REDIS_URL; WURK['SHARDS']['default'] and WURK['REDIS_URL'] "
+                    f"are both set and differ ({redact_url(str(url))!r} and {redact_url(c.redis_url)!r}): "
+                    "set one of them",
+                )
+            continue
+        try:
+            # The same URL rules as REDIS_URL (one check, whatever schemes it accepts).
+            dataclasses.replace(c, redis_url=url, shards=(), shard=DEFAULT_SHARD)
+        except ConfigError as exc:
+            if exc.setting != "REDIS_URL":
+                raise
+            raise ConfigError("SHARDS", f"shard {name!r}: {exc}") from None
+    if c.shard not in c.shard_names():
+        raise ConfigError("SHARD", str(UnknownShard(c.shard, c.shard_names())))
 
 
 # Encryption keys ------------------------------------------------------------------------

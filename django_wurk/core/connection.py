@@ -15,7 +15,8 @@ from typing import Any, TypeAlias
 
 import redis
 
-from django_wurk.core.config import Config
+from django_wurk.core.config import SENTINEL_SCHEME, Config
+from django_wurk.core.sentinel import failover_aware, sentinel_pool
 
 #: redis-py's annotations type every reply as ``Awaitable | Any`` (one client class serves
 #: sync and async), which checks nothing and forces casts everywhere; we treat replies as
@@ -26,6 +27,9 @@ Redis: TypeAlias = Any
 def connect(config: Config) -> Redis:
     """A client on a fresh pool for ``config.redis_url``; responses stay bytes.
 
+    The one place a connection to Redis is made from settings: a ``redis+sentinel://`` URL
+    gets a pool that follows the master through failovers (``django_wurk.core.sentinel``).
+
     Bytes, not str: a payload with invalid UTF-8 must reach our decoder (and the dead set)
     intact rather than blow up inside redis-py, and removing an entry with LREM/ZREM needs
     the exact bytes that were stored.
@@ -33,14 +37,19 @@ def connect(config: Config) -> Redis:
     # Blocking, like Sidekiq's connection_pool: a thread that finds every connection in use
     # waits (up to the socket timeout) for one to come back instead of failing at once, so a
     # burst of web threads reading the dashboard or the API queues up rather than erroring.
-    pool = redis.BlockingConnectionPool.from_url(
-        config.redis_url,
-        max_connections=config.pool_size,
-        timeout=config.redis_socket_timeout,
-        socket_timeout=config.redis_socket_timeout + config.fetch_timeout,
-        socket_connect_timeout=config.redis_socket_timeout,
-        health_check_interval=30,
-    )
+    options: dict[str, Any] = {
+        "max_connections": config.pool_size,
+        "timeout": config.redis_socket_timeout,
+        "socket_timeout": config.redis_socket_timeout + config.fetch_timeout,
+        "socket_connect_timeout": config.redis_socket_timeout,
+        "health_check_interval": 30,
+    }
+    if config.redis_url.startswith(f"{SENTINEL_SCHEME}://"):
+        return redis.Redis(connection_pool=sentinel_pool(config.redis_url, **options))
+    pool = redis.BlockingConnectionPool.from_url(config.redis_url, **options)
+    # A master demoted behind a fixed address (a failover that moves a DNS name or a virtual
+    # IP) answers READONLY: an outage to ride out, not a job error (see core/sentinel.py).
+    pool.connection_class = failover_aware(pool.connection_class)
     return redis.Redis(connection_pool=pool)
 
 

@@ -19,7 +19,15 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django_wurk.core import activejob, coroutines, wire
-from django_wurk.core.client import BufferedPusher, Client, Pusher, PushGate, RedisPusher, capture
+from django_wurk.core.client import (
+    BufferedPusher,
+    Client,
+    Pusher,
+    PushGate,
+    RedisPusher,
+    capture,
+    via_context,
+)
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.middleware import Chain
@@ -28,6 +36,18 @@ from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk")
+
+
+class ShardConnection:
+    """One shard's Redis client, its scripts and its per-thread lines, made together."""
+
+    __slots__ = ("lines", "redis", "scripts")
+
+    def __init__(self, config: Config) -> None:
+        self.redis: Redis = connect(config)
+        self.scripts = Scripts(self.redis.execute_command)
+        self.lines = ThreadLines(self.redis)
+
 
 ErrorHandler = Callable[[BaseException, dict[str, Any]], None]
 DeathHandler = Callable[[Payload, BaseException], None]
@@ -52,6 +72,8 @@ class Wurk:
         self.error_handlers: list[ErrorHandler] = []
         #: Called as ``handler(payload, exc)`` when a job dies or is discarded.
         self.death_handlers: list[DeathHandler] = []
+        #: Called as ``handler(payload, exc)`` when a failed job is written to the retry set.
+        self.retry_handlers: list[DeathHandler] = []
         #: Decide at the moment new jobs are written which may be (``client.PushGate``).
         self.push_gates: list[PushGate] = []
         #: Process-lifetime services a feature adds at install: each worker process's launcher
@@ -61,11 +83,14 @@ class Wurk:
         #: Like ``services``, for a feature that must act on the running jobs (timeouts): each
         #: factory also gets the process's ``JobControl`` (``django_wurk.core.worker.service``).
         self.watchers: list[Callable[..., Any]] = []
+        #: What the fleet's one leader does while it leads: factories ``factory(wurk, identity)``
+        #: of duties whose ``tick()`` the leader's service calls on each of its passes (the
+        #: periodic feature campaigns; ``core/features/periodic/duties.py``). Historical metrics are one.
+        self.leader_duties: list[Callable[..., Any]] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
-        self._redis: Redis | None = None
-        self._scripts: Scripts | None = None
-        self._lines: ThreadLines | None = None
+        #: Each shard's connections, by shard name, made on first use.
+        self._shards: dict[str, ShardConnection] = {}
         self._lock = threading.RLock()
         self.client = Client(self)
         self.pusher: Pusher = BufferedPusher(self, RedisPusher(self))
@@ -119,17 +144,20 @@ class Wurk:
 
         The previous configuration (or loader) and its connections come back; connections
         opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and push gates and services), so one test's additions never run in the next.
+        removed too (and push gates, services and leader duties), so one test's additions never
+        run in the next.
         """
         with self._lock:
-            saved = (self._config, self._loader, self._redis, self._scripts, self._lines)
+            saved = (self._config, self._loader, self._shards)
             # Set aside, not closed: they are the ones in use again after the block.
-            self._redis = self._scripts = self._lines = None
+            self._shards = {}
             self._config, self._loader = config, None
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
+        retries = list(self.retry_handlers)
         gates = list(self.push_gates)
         services = list(self.services)
         watchers = list(self.watchers)
+        duties = list(self.leader_duties)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -138,45 +166,66 @@ class Wurk:
         finally:
             self.error_handlers[:] = errors
             self.death_handlers[:] = deaths
+            self.retry_handlers[:] = retries
             self.push_gates[:] = gates
             self.services[:] = services
             self.watchers[:] = watchers
+            self.leader_duties[:] = duties
             with self._lock:
                 self._drop_connections()
-                self._config, self._loader, self._redis, self._scripts, self._lines = saved
+                self._config, self._loader, self._shards = saved
 
     def _drop_connections(self) -> None:
-        if self._redis is not None:
-            self._redis.connection_pool.disconnect()
-        self._redis = None
-        self._scripts = None
-        self._lines = None
+        for shard in self._shards.values():
+            shard.redis.connection_pool.disconnect()
+        self._shards = {}
+
+    # Shards --------------------------------------------------------------------------
+
+    @property
+    def shard(self) -> str:
+        """The shard this context talks to: a ``via()`` block's, else the process's (``SHARD``)."""
+        return via_context.get() or self.config.shard
+
+    @contextmanager
+    def via(self, shard: str | None) -> Iterator[Wurk]:
+        """Talk to shard ``shard`` inside the block (Sidekiq's ``Client.via``): pushes, unique
+        locks, limiters, batches and reads all go to that shard's Redis. ``None`` changes
+        nothing. Raises ``UnknownShard`` (a ``ValueError``) for a name ``SHARDS`` lacks."""
+        if shard is None or shard == self.shard:
+            yield self
+            return
+        self.config.shard_url(shard)  # an unknown name fails here, before anything runs
+        token = via_context.set(shard)
+        try:
+            yield self
+        finally:
+            via_context.reset(token)
+
+    def _connection(self) -> ShardConnection:
+        name = via_context.get() or self.config.shard
+        found = self._shards.get(name)
+        if found is None:
+            with self._lock:
+                found = self._shards.get(name)
+                if found is None:
+                    found = self._shards[name] = ShardConnection(self.config.shard_config(name))
+        return found
 
     @property
     def redis(self) -> Redis:
-        client = self._redis
-        if client is None:
-            with self._lock:
-                if self._redis is None:
-                    self._redis = connect(self.config)
-                    self._scripts = Scripts(self._redis.execute_command)
-                    self._lines = ThreadLines(self._redis)
-                client = self._redis
-        return client
+        """The current shard's client (see ``shard``)."""
+        return self._connection().redis
 
     @property
     def lines(self) -> ThreadLines:
         """Each thread's own connection, for pushes (see ``django_wurk.core.connection.Line``)."""
-        self.redis  # noqa: B018 - connects on first use
-        assert self._lines is not None
-        return self._lines
+        return self._connection().lines
 
     @property
     def scripts(self) -> Scripts:
         """The Lua scripts over the pool (see ``django_wurk.core.scripts``)."""
-        self.redis  # noqa: B018 - connects on first use
-        assert self._scripts is not None
-        return self._scripts
+        return self._connection().scripts
 
     # Running jobs --------------------------------------------------------------------
 
@@ -210,6 +259,13 @@ class Wurk:
                 handler(payload, exc)
             except Exception:
                 logger.exception("death handler %r raised", handler)
+
+    def report_retry(self, payload: Payload, exc: BaseException) -> None:
+        for handler in list(self.retry_handlers):
+            try:
+                handler(payload, exc)
+            except Exception:
+                logger.exception("retry handler %r raised", handler)
 
 
 class Execution:

@@ -144,6 +144,8 @@ class Job:
     #: Enqueue in Rails' ActiveJob wrapper shape, so a Rails app's worker can run it as the
     #: ActiveJob class named ``wire_name`` (see ``django_wurk.core.activejob``).
     activejob: ClassVar[bool] = False
+    #: The shard (``WURK["SHARDS"]``) this class's jobs are pushed to; ``None``: the current one.
+    shard: ClassVar[str | None] = None
 
     jid: str
     payload: Payload
@@ -174,6 +176,8 @@ class Job:
             value = getattr(cls, key, None)
             if value is not None:
                 raw[key] = value
+        if cls.shard is not None:
+            raw["shard"] = cls.shard
         raw.update(cls.options)
         return validate_options(raw, where)
 
@@ -430,3 +434,21 @@ def job(
     if fn is not None:
         return wrap(fn)
     return wrap
+
+
+def check_shard(value: Any, where: str) -> str | None:
+    """A shard name; ``set(shard=...)`` also checks ``WURK["SHARDS"]`` names it, while a class
+    attribute is checked at its first push (defining a class never reads settings)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not QUEUE_NAME.match(value):
+        raise ValueError(f"{where}: shard must be a shard name from WURK['SHARDS'], got {value!r}")
+    if where.endswith(".set()"):
+        try:
+            wurk.config.shard_url(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return value
+
+
+declare_delivery_option("shard", check_shard)

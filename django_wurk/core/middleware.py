@@ -7,6 +7,14 @@ the schedule and retry sets) and may drop it by returning ``None`` instead of wh
 
 Chains hold instances, built from a class and its arguments when added, so ``remove`` and
 ``insert_before`` can name a middleware by its class, as in Sidekiq.
+
+A middleware that acts only on payloads carrying some option says so with a class
+attribute ``payload_keys``, a tuple of key names: the chain then calls it only for a
+payload holding at least one of them, and every other job skips it at the cost of a dict
+lookup per key. The keys are looked for when the chain starts, in the payload as the
+job was read, so a job pushed by any producer (Ruby included) that carries the option
+still goes through it; a middleware that must see keys another one adds on the way in
+does not declare ``payload_keys``.
 """
 
 from __future__ import annotations
@@ -40,6 +48,9 @@ class Chain:
 
     def __init__(self) -> None:
         self._entries: list[tuple[type, Any]] = []
+        #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
+        #: called), built again on the first ``invoke`` after an edit.
+        self._plan: list[tuple[Any, tuple[str, ...] | None]] | None = None
 
     def __iter__(self) -> Any:
         return iter([instance for _, instance in self._entries])
@@ -54,24 +65,30 @@ class Chain:
         """Append ``cls(*args, **kwargs)``; adding a class twice replaces the first."""
         self.remove(cls)
         self._entries.append((cls, cls(*args, **kwargs)))
+        self._plan = None
 
     def prepend(self, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(0, (cls, cls(*args, **kwargs)))
+        self._plan = None
 
     def insert_before(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old), (cls, cls(*args, **kwargs)))
+        self._plan = None
 
     def insert_after(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs)))
+        self._plan = None
 
     def remove(self, cls: type) -> None:
         self._entries = [(c, i) for c, i in self._entries if c is not cls]
+        self._plan = None
 
     def clear(self) -> None:
         self._entries = []
+        self._plan = None
 
     @contextmanager
     def preserved(self) -> Iterator[Chain]:
@@ -81,6 +98,7 @@ class Chain:
             yield self
         finally:
             self._entries = saved
+            self._plan = None
 
     def _index(self, cls: type) -> int:
         for i, (c, _) in enumerate(self._entries):
@@ -91,9 +109,23 @@ class Chain:
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
         """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``.
 
-        Runs for every job, so the wrapping is built from the inside out with no lookups.
+        ``args[1]`` is the payload in both chains. Runs for every job, so the wrapping is
+        built from the inside out, and a middleware whose ``payload_keys`` the payload does
+        not hold is left out without a call.
         """
+        plan = self._plan
+        if plan is None:
+            plan = self._plan = [
+                (instance, getattr(instance, "payload_keys", None)) for _, instance in reversed(self._entries)
+            ]
+        payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
-        for _, instance in reversed(self._entries):
+        for instance, wanted in plan:
+            if wanted is not None and payload is not None:
+                for key in wanted:
+                    if key in payload:
+                        break
+                else:
+                    continue
             call = functools.partial(instance, *args, call)
         return call()

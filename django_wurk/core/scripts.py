@@ -57,6 +57,7 @@ UNIQUE_LOCK = Script.load("unique_lock")
 CELERY_RESTORE = Script.load("celery_restore")
 LIMITER = Script.load("limiter")
 LIMITER_SWEEP = Script.load("limiter_sweep")
+HISTORY_SNAPSHOT = Script.load("history_snapshot")
 
 ALL = (
     FETCH,
@@ -74,6 +75,7 @@ ALL = (
     CELERY_RESTORE,
     LIMITER,
     LIMITER_SWEEP,
+    HISTORY_SNAPSHOT,
 )
 
 
@@ -93,15 +95,22 @@ class Scripts:
 
     # Fetching (fetch.lua) ------------------------------------------------------------
 
-    def fetch(self, sources: Sequence[str], done_list: str, done: bytes | str) -> list[bytes] | None:
-        """Acknowledge ``done`` (from private list ``done_list``; both "" for none), take the next job.
+    def fetch(
+        self, sources: Sequence[str], done: Sequence[tuple[str, bytes]], most: int = 1, spread: int = 1
+    ) -> list[Any] | None:
+        """Acknowledge the ``done`` jobs (each its private list and payload), take the next ones.
 
-        ``sources`` is each queue's key followed by its private list, in fetch order. The
-        reply is None when every queue was empty and readable; else ``[queue key, job]``
-        (both ``b""`` when nothing was taken) followed by ``queue key, bad key, its type``
-        for each queue whose key (or private list) is not a list.
+        ``sources`` is each queue's key followed by its private list, in fetch order. Up to
+        ``most`` jobs are taken from the first non-empty queue, one more only per ``spread``
+        jobs still waiting in it. The reply is None when every queue was empty and readable;
+        else ``[queue key, n, n jobs]`` (``b"", 0`` when nothing was taken) followed by
+        ``queue key, bad key, its type`` for each queue whose key (or private list) is not a list.
         """
-        reply: list[bytes] | None = self._run(FETCH, sources, (done_list, done))
+        args: list[Any] = [len(done)]
+        for private, raw in done:
+            args += (private, raw)
+        args += (most, spread)
+        reply: list[Any] | None = self._run(FETCH, sources, args)
         return reply
 
     # Moving entries between keys -----------------------------------------------------
@@ -258,3 +267,27 @@ class Scripts:
     def sweep_limiters(self, names_key: str, meta_keys: Sequence[bytes], names: Sequence[bytes]) -> int:
         """Remove from ``names_key`` each name whose metadata hash is gone; how many were."""
         return int(self._run(LIMITER_SWEEP, (names_key, *meta_keys), names))
+
+    # Historical metrics (history_snapshot.lua) -------------------------------------------
+
+    def record_history(
+        self,
+        stream: str,
+        leader: str,
+        identity: str,
+        gap_ms: int,
+        retention_ms: int,
+        max_entries: int,
+        fields: Sequence[tuple[str, str]],
+    ) -> tuple[int, str]:
+        """Append a snapshot to ``stream`` if ``identity`` holds ``leader`` and the newest entry
+        is at least ``gap_ms`` old; trimmed to ``retention_ms`` and ``max_entries``.
+
+        Returns ``(status, detail)``: 1 written (the ID), 0 not the leader, 2 too soon (ms to
+        wait), 3 the key is of another type (which), 4 the newest entry is in the future (its ID).
+        """
+        flat = [part for pair in fields for part in pair]
+        status, detail = self._run(
+            HISTORY_SNAPSHOT, (stream, leader), (identity, gap_ms, retention_ms, max_entries, *flat)
+        )
+        return int(status), detail.decode("utf-8", "replace") if isinstance(detail, bytes) else str(detail)

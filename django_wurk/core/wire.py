@@ -25,9 +25,15 @@ import os
 import re
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import Any, NoReturn
+
+_fast_loads: Callable[[bytes], Any] | None
+try:  # a C decoder for the per-job read; the policy below stays the one that decides
+    from orjson import loads as _fast_loads
+except ImportError:  # pragma: no cover - orjson is a default dependency, but optional here
+    _fast_loads = None
 
 Payload = dict[str, Any]
 
@@ -194,6 +200,11 @@ def too_deep(data: bytes) -> bool:
     return True
 
 
+#: Digits become ``9``: a run of 19 nines marks an integer orjson might not keep exact.
+_DIGITS_AS_NINES = bytes.maketrans(b"0123456789", b"9999999999")
+_LONG_DIGIT_RUN = b"9" * 19
+
+
 def decode_json(raw: bytes | str, what: str = "payload") -> Any:
     """Decode any JSON text read from Redis under the one policy; ``PayloadError`` otherwise.
 
@@ -201,7 +212,29 @@ def decode_json(raw: bytes | str, what: str = "payload") -> Any:
     (-)Infinity (and numbers too large for a float), nesting deeper than ``MAX_NESTING``, and
     lone UTF-16 surrogates (``"\\ud800"``), which no UTF-8 text can hold. What is returned can
     always be encoded again by ``dumps``.
+
+    orjson, when installed, reads the common case about four times faster. It refuses all
+    that the policy refuses except nesting deeper than ``MAX_NESTING`` (its limit is 1024,
+    measured first here) and turns integers beyond 64 bits into floats (Python keeps them
+    exact: a text with a run of 19 digits anywhere is left to Python). Whatever orjson
+    refuses goes through the policy below, which decides and says why, so the answer and
+    the error messages are the same with or without it.
     """
+    if (
+        _fast_loads is not None
+        and type(raw) is bytes
+        and _LONG_DIGIT_RUN not in raw.translate(_DIGITS_AS_NINES)
+        and not too_deep(raw)
+    ):
+        try:
+            return _fast_loads(raw)
+        except ValueError:
+            pass
+    return strict_decode_json(raw, what)
+
+
+def strict_decode_json(raw: bytes | str, what: str = "payload") -> Any:
+    """``decode_json`` with Python's json alone: the policy as written, and its reasons."""
     if isinstance(raw, bytes):
         data = raw
         try:

@@ -27,7 +27,7 @@ from redis.exceptions import ResponseError as RedisResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from django_wurk.conf import app_settings
-from django_wurk.core.config import ConfigError, redact_url
+from django_wurk.core.config import ConfigError, UnknownShard, redact_url
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import nav
 
@@ -53,6 +53,35 @@ def can_manage(user: Any) -> bool:
 
 def read_only() -> bool:
     return app_settings().dashboard_read_only
+
+
+#: The session key that keeps the shard a user switched to (``?shard=NAME``).
+SHARD_SESSION_KEY = "django_wurk_shard"
+
+
+def chosen_shard(request: HttpRequest) -> str:
+    """The shard this request shows and acts on: ``?shard=NAME`` switches to it (and the
+    session keeps it for the next pages and their forms), else the session's, else the
+    process's own. A name ``WURK["SHARDS"]`` lacks raises ``UnknownShard``."""
+    names = wurk.config.shard_names()
+    session = getattr(request, "session", None)
+    asked = request.GET.get("shard")
+    if asked is not None:
+        if asked not in names:
+            raise UnknownShard(asked, names)
+        if session is not None:
+            session[SHARD_SESSION_KEY] = asked
+        return asked
+    kept = session.get(SHARD_SESSION_KEY) if session is not None else None
+    return kept if kept in names else wurk.config.shard
+
+
+def _shard_context() -> dict[str, Any]:
+    try:
+        names = wurk.config.shard_names()
+        return {"wurk_shards": names if len(names) > 1 else (), "wurk_shard": wurk.shard}
+    except ConfigError:
+        return {"wurk_shards": (), "wurk_shard": ""}
 
 
 def render_page(
@@ -82,6 +111,7 @@ def render_page(
         "wurk_tabs": nav.tabs(tab, counts=counts, current_app=site.name) if can_view(request.user) else [],
         "read_only": readonly,
         "can_act": can_manage(request.user) and not readonly,
+        **_shard_context(),
         **(context or {}),
     }
     text = render_to_string(template, full, request=request)
@@ -201,7 +231,13 @@ def guard(site: AdminSite, view: View, *, action: bool = False, as_json: bool = 
                     return forbidden(
                         request, site, f"The Wurk dashboard needs the permission “{VIEW_PERMISSION}”.", active
                     )
-            return view(request, site, *args, **kwargs)
+            try:
+                shard = chosen_shard(request)
+            except UnknownShard as exc:
+                return not_found(request, site, str(exc), tab=active)
+            # Every page and action of this request reads and writes the chosen shard.
+            with wurk.via(shard):
+                return view(request, site, *args, **kwargs)
         except (*UNAVAILABLE, *REFUSED, ConfigError) as exc:
             return unavailable(request, site, exc, as_json, active)
 

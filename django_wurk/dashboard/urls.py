@@ -13,7 +13,17 @@ from django.urls import URLPattern, path, register_converter
 
 from django_wurk.dashboard.access import guard
 from django_wurk.dashboard.nav import url_name
-from django_wurk.dashboard.views import batches, busy, limits, metrics, overview, periodic, queues, sets
+from django_wurk.dashboard.views import (
+    batches,
+    busy,
+    history,
+    limits,
+    metrics,
+    overview,
+    periodic,
+    queues,
+    sets,
+)
 from django_wurk.dashboard.views import status as job_status
 
 
@@ -97,6 +107,8 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         ),
         path("status/<wurk_text:jid>/", page(job_status.page, ""), name=url_name("job_status")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
+        # Not under metrics/: any text there is a job class's name.
+        path("history/", page(history.history, "metrics"), name=url_name("history")),
         path("metrics/<wurk_text:name>/", page(metrics.job_class, "metrics"), name=url_name("metrics_class")),
         # Actions on one entry or on selected ones post their <score>-<jid> keys to bulk/; "bulk"
         # and "all" contain no "-", so they can never be an entry's key.

@@ -71,3 +71,18 @@ def test_a_celery_messages_embedded_chain_goes_on(celery_workers: Launcher) -> N
 
     assert AsyncResult("last-step").get(timeout=10) == 26
     assert AsyncResult("middle-step").get(timeout=1) == 13
+
+
+def test_a_handed_over_chain_keeps_how_to_call_each_step_and_drops_celerys_bookkeeping(r: Any) -> None:
+    from django_wurk.celery.canvas import UnsupportedWorkflow
+
+    step = {"task": "t.b", "args": [1], "kwargs": {}, "subtask_type": None, "immutable": True,
+            "options": {"task_id": "b-id", "queue": "math", "countdown": 5, "reply_to": "x", "priority": 3}}  # fmt: skip
+    tasks.add.apply_async((1, 2), chain=[step])
+    [payload] = queue_entries(r)
+    assert payload["chain"] == [{"task": "t.b", "args": [1], "kwargs": {}, "subtask_type": None,
+                                 "immutable": True,
+                                 "options": {"task_id": "b-id", "countdown": 5, "queue": "math"}}]  # fmt: skip
+    for bad in ({**step, "subtask_type": "chord"}, {**step, "options": {"link": [step]}}, "t.b"):
+        with pytest.raises(UnsupportedWorkflow, match="chain="):
+            tasks.add.apply_async((1, 2), chain=[bad])

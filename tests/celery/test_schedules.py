@@ -82,3 +82,25 @@ def test_what_the_cron_parser_refuses_is_skipped_with_its_reason() -> None:
         .skipped["x"]
         .startswith("unknown time zone")
     )
+
+
+def test_manage_check_names_each_beat_entry_left_out_and_each_not_imported() -> None:
+    from django.test import override_settings
+
+    from django_wurk.checks import check_celery_beat
+
+    schedule = {
+        "imported": {"task": "t.a", "schedule": crontab(minute=0)},
+        "uneven": {"task": "t.b", "schedule": timedelta(minutes=7)},
+        "forgotten": {"task": "t.c", "schedule": timedelta(minutes=5)},
+    }
+    imported = periodic_entries({"imported": schedule["imported"]}).entries
+    with override_settings(CELERY_BEAT_SCHEDULE=schedule, WURK={"PERIODIC": imported}):
+        found = {(m.id, m.msg.split("'")[1]) for m in check_celery_beat()}
+    assert found == {
+        ("django_wurk.W003", "uneven"),
+        ("django_wurk.W004", "forgotten"),
+        ("django_wurk.I002", "forgotten"),  # an interval aligned to the clock
+    }
+    with override_settings(CELERY_BEAT_SCHEDULE={}):
+        assert check_celery_beat() == []

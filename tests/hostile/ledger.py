@@ -243,7 +243,12 @@ def account(
             refused = f" (refused: {_reason(traces[0])})" if traces and not runs else ""
             why.append(f"a valid job must run exactly once, it ran {runs} times{refused}")
         if not member.reject and not stranded and not waiting:
-            if runs == 0 and not traces:
+            # A member whose marker a mangling destroyed ({"corp()": ...}) runs, when it does,
+            # under no marker: a clean run of it leaves nothing to count (the queues it could be
+            # stranded in are checked above). Which examples Hypothesis draws depends on the
+            # constants in the project's modules, so any new test module may draw one.
+            traceable = member.marker is not None or member.fails or not member.runnable
+            if runs == 0 and not traces and traceable:
                 why.append("lost: it never ran and left no trace in the retry or dead set")
             if runs == 1 and member.fails and not traces:
                 why.append("it failed, but no retry or dead entry records the failure")

@@ -57,3 +57,37 @@ def test_every_corpus_value_on_the_broker_is_buried_once_and_the_drain_goes_on(
         expected[member.raw] = expected.get(member.raw, 0) + 1
     assert kept == expected
     assert broker_lists(broker) == {}
+
+
+def test_a_hostile_embedded_chain_keeps_its_message_in_the_dead_set(
+    wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
+) -> None:
+    """A message's ``embed["chain"]`` is another system's data too: whatever it holds, the
+    message becomes a job whose chain can go on, or is buried whole with the reason."""
+    step = {"task": "legacy.append", "args": ["b"], "kwargs": {}, "options": {}, "subtask_type": None}
+    chains: list[Any] = [
+        "rest", 5, {"task": "legacy.append"}, [None], [5], [{"task": 5}], [{"task": ""}],
+        [{**step, "subtask_type": "chord"}], [{**step, "args": "b"}], [{**step, "kwargs": [1]}],
+        [{**step, "options": [1]}], [{**step, "options": {"link": [step]}}],
+        [{**step, "options": {"countdown": "soon"}}], [{**step, "options": {"eta": "next tuesday"}}],
+        [{**step, "options": {"expires": [1]}}], [{**step, "options": {"task_id": "has space"}}],
+        [{**step, "options": {"queue": "no spaces"}}], [step] * 2 + [{"task": None}],
+    ]  # fmt: skip
+    celery_app.send_task("legacy.append", args=[[], "a"])
+    template = json.loads(broker.lpop("celery"))
+    for index, rest in enumerate(chains):
+        message = dict(template, properties={**template["properties"], "delivery_tag": f"hostile-{index}"})
+        body = json.loads(base64.b64decode(template["body"]))
+        body[2] = {**body[2], "chain": rest}
+        message["body"] = base64.b64encode(json.dumps(body).encode()).decode()
+        broker.lpush("celery", json.dumps(message))
+    good = celery_app.send_task("legacy.append", args=[[], "a"], chain=[step])
+
+    tally = drain(wurk, broker_url)
+
+    assert (tally.moved, tally.dead, tally.skipped) == (1, len(chains), 0)
+    assert set(jobs(r)) == {good.id}
+    buried = [json.loads(x) for x in r.zrange("dead", 0, -1)]
+    assert {e["error_class"] for e in buried} == {"UnsupportedCeleryWorkflow"}
+    assert all(readable_reason(e) is None for e in buried)
+    assert broker_lists(broker) == {}

@@ -92,6 +92,11 @@ def load_everything(r: Any, now: float) -> dict[bytes, str]:
         names[member.raw] = member.name
         pipe.zadd(next(sets), {member.raw: next(scores)})
     pipe.sadd(keys.QUEUES, "default")
+    # The history stream: each member as every field of one snapshot (the History page).
+    stamp = int(now * 1000) - 600_000
+    for n, member in enumerate(members("history", now, flavours=(True,), huge_mb=())):
+        fields = ("processed", "failed", "enqueued", "busy", "queues", "leader")
+        pipe.xadd("history:metrics", dict.fromkeys(fields, member.raw[:200_000]), id=f"{stamp + n}-0")
     pipe.execute()
     load_odd_processes_queues_and_stats(r, now)
     return names
@@ -245,7 +250,9 @@ def test_every_dashboard_page_and_the_data_api_answer_over_the_corpus(
     """Read-only, so one load serves both: the pages first, then the data API on the same data."""
     walker = Walker(admin_client, "dashboard pages")
     base = url("changelist")
-    start = [url(p) for p in ("changelist", "busy", "queues", "scheduled", "retries", "dead", "metrics")]
+    start = [
+        url(p) for p in ("changelist", "busy", "queues", "scheduled", "retries", "dead", "metrics", "history")
+    ]
     for name in [*ODD_NAMES, b"default", b"no-such-queue"]:
         start.append(url("queues") + quote(name, safe="") + "/")
     seen = crawl(walker, start, base)
@@ -270,6 +277,8 @@ def test_every_dashboard_page_and_the_data_api_answer_over_the_corpus(
         walker.get(url("changelist") + params)
     for params in ["?period=bogus", "?q=%00", "?q=" + "x" * 300]:
         walker.get(url("metrics") + params)
+    for params in ["?period=bogus", "?period=30d", "?period=%00"]:
+        walker.get(url("history") + params)
     for name in ["Evil\nClass", "x|y", "Hostile::Good", "%00", "a" * 2000]:
         walker.get(url("metrics") + quote(name, safe="") + "/")
     for params in ["?page=abc&count=100&order=oldest", "?page=99999"]:

@@ -28,3 +28,12 @@ def add(self: Any, *args: Any, **kwargs: Any) -> None:
         "kwargs": {k: _shown(v) for k, v in kwargs.items()},
     }
     wurk.redis.rpush(RUNS, json.dumps(record))
+
+
+@shared_task(bind=True, name="legacy.append")
+def append(self: Any, trail: list[str], item: str) -> list[str]:
+    """A chain step whose result shows every step before it, in the order they ran."""
+    wurk.redis.rpush(
+        RUNS, json.dumps({"id": self.request.id, "retries": 0, "args": [trail, item], "kwargs": {}})
+    )
+    return [*trail, item]

@@ -6,9 +6,11 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from django_wurk import Job, job, wurk
+from django_wurk.iterable import IterableJob
 
 release = threading.Event()
 
@@ -228,3 +230,38 @@ def slow_mark(marker: str, seconds: float) -> None:
     wurk.redis.rpush("timeouts:slow-started", marker)
     time.sleep(seconds)
     wurk.redis.rpush("timeouts:slow-done", marker)
+
+
+@job
+def logs_to_file(path: str, n: int) -> None:
+    """Appends ``n`` to a file: a record of the run that no Redis failover can lose."""
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(f"{n}\n")
+
+
+@job
+def overlapping(group: str, seconds: float) -> None:
+    """Counts how many jobs of ``group`` run at once: ``seen:overlap-<group>`` gets each start's count."""
+    running = f"overlap-running:{group}"
+    record(f"overlap-{group}", int(wurk.redis.incr(running)))
+    try:
+        time.sleep(seconds)
+    finally:
+        wurk.redis.decr(running)
+
+
+class Walker(IterableJob):
+    """Walks ``range(n)``, recording each item in ``seen:walker`` and the end in ``seen:walker-done``."""
+
+    checkpoint_interval = 0.2
+
+    def build_enumerator(self, n: int, delay: float, *, cursor: Any) -> Iterator[tuple[int, int]]:
+        for i in range(cursor or 0, n):
+            yield i, i + 1
+
+    def each_iteration(self, item: int, n: int, delay: float) -> None:
+        record("walker", item)
+        time.sleep(delay)
+
+    def on_complete(self, n: int, delay: float) -> None:
+        record("walker-done", n)

@@ -1,18 +1,27 @@
--- Reliable fetch, one round trip: acknowledge the job this thread just finished, then
--- move the next job from the first non-empty queue (in the order given) onto this
--- process's private list for that queue, and return it.
+-- Reliable fetch, one round trip: acknowledge the jobs this thread finished since its last
+-- round trip, then move the next job from the first non-empty queue (in the order given)
+-- onto this process's private list for that queue, and return it. When that queue holds a
+-- backlog, more of its jobs come along (at most ARGV "most" in all, and one more only per
+-- "spread" jobs still waiting, so a short queue is shared among the threads, not taken by
+-- one): the worker keeps them in memory and runs them without another round trip.
 -- A queue whose key holds something other than a list (a stray SET or HSET by other code)
 -- must not stop the others: its LMOVE runs under pcall, the fetch goes on to the next
 -- queue, and the key is named in the reply (with its type) so the worker can say so and
 -- leave that queue out for a while. The key itself is never touched.
 -- KEYS: 2n keys, queue:<q1> private:<q1> queue:<q2> private:<q2> ...
--- ARGV[1] private list of the job to acknowledge ("" = none), ARGV[2] its exact payload
--- Reply: false (nothing fetched, nothing wrong), or {queue key, job} ("" "" if none),
+-- ARGV[1] a, the number of jobs to acknowledge, then a pairs: private list, exact payload;
+-- then most (jobs to take at most, >= 1) and spread (jobs waiting per extra job taken).
+-- Reply: false (nothing fetched, nothing wrong), or {queue key, n, n jobs} ("" 0 if none),
 -- followed by three entries per queue that failed: its queue key, the key of the wrong
 -- type (the queue's or, rarely, its private list) and that key's type.
-if ARGV[1] ~= "" then
-  redis.call("LREM", ARGV[1], 1, ARGV[2])
+local acks = tonumber(ARGV[1])
+for i = 2, 2 * acks, 2 do
+  -- From the tail: a finished job was taken before the ones still running, so it lies
+  -- near the tail of the private list (jobs go in at the head).
+  redis.call("LREM", ARGV[i], -1, ARGV[i + 1])
 end
+local most = tonumber(ARGV[2 * acks + 2])
+local spread = tonumber(ARGV[2 * acks + 3])
 local reply = nil
 for i = 1, #KEYS, 2 do
   local job = redis.pcall("LMOVE", KEYS[i], KEYS[i + 1], "RIGHT", "LEFT")
@@ -26,17 +35,26 @@ for i = 1, #KEYS, 2 do
       bad = KEYS[i + 1]
       kind = redis.call("TYPE", bad)["ok"]
     end
-    reply = reply or {"", ""}
+    reply = reply or {"", 0}
     reply[#reply + 1] = KEYS[i]
     reply[#reply + 1] = bad
     reply[#reply + 1] = kind
   elseif job then
-    if reply then
-      reply[1] = KEYS[i]
-      reply[2] = job
-      return reply
+    local jobs = {KEYS[i], 1, job}
+    if most > 1 then
+      local extra = math.min(most - 1, math.floor(redis.call("LLEN", KEYS[i]) / spread))
+      for _ = 1, extra do
+        -- Both keys are lists (the move above worked), and the queue holds enough jobs.
+        jobs[#jobs + 1] = redis.call("LMOVE", KEYS[i], KEYS[i + 1], "RIGHT", "LEFT")
+      end
+      jobs[2] = 1 + extra
     end
-    return {KEYS[i], job}
+    if reply then
+      for at = 3, #reply do
+        jobs[#jobs + 1] = reply[at]
+      end
+    end
+    return jobs
   end
 end
 return reply or false

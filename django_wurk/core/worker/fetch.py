@@ -4,8 +4,16 @@
 private list ``queue:sq|<identity>|<q>`` (Sidekiq Pro's naming, so a mixed fleet knows
 what it is) and removes it only when the job is finished: succeeded, or its retry or death
 recorded. If the process dies, the job is still in Redis and the reaper puts it back.
-Acknowledging the previous job rides in the same Lua call as fetching the next, so a busy
-worker pays one round trip per job. When every queue is empty, each processor thread
+Acknowledging finished jobs rides in the same Lua call as fetching the next. From a queue
+with a backlog (more jobs waiting than threads) one call takes up to ``FETCH_AT_MOST``
+jobs, all in the private list at once; the process keeps the extra ones in memory and any
+thread's next fetch takes one without a round trip (so none waits behind a long job of the
+thread that fetched it), leaving its finished job to be acknowledged with its next round
+trip. A busy worker so pays about one round trip per ``FETCH_AT_MOST`` jobs. What this
+costs: a process that crashes may run again up to ``FETCH_AT_MOST`` finished jobs per thread
+(at-least-once, as always), and jobs taken along from a lower queue may start before a job
+that just arrived in a higher one. A thread that ends (quiet, stop) pushes back the jobs
+taken along and not started. When every queue is empty, each processor thread
 blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
 at once instead of waiting for a poll, and an idle worker does not spin.
 
@@ -36,11 +44,12 @@ import logging
 import random
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys
 from django_wurk.core.config import Config
@@ -60,15 +69,30 @@ class UnitOfWork:
 
 class Fetch(Protocol):
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
-        """Acknowledge ``previous`` (finished) and wait up to the fetch timeout for the next job."""
+        """Take ``previous`` (finished) to acknowledge, and wait up to the fetch timeout for the next job.
 
-    def acknowledge(self, unit: UnitOfWork) -> None: ...
+        ``previous`` is the fetch's from then on, even if this call raises: never pass it again.
+        """
+
+    def acknowledge(self, unit: UnitOfWork | None = None) -> None:
+        """Acknowledge ``unit`` and every finished job the calling thread handed over before."""
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         """At shutdown: put unfinished jobs back where they will be fetched next."""
 
+    def push_back(self, units: list[UnitOfWork]) -> int:
+        """Put these fetched jobs (only these) back where they will be fetched next."""
+
     def release(self) -> None:
         """The calling processor thread is ending: give back its connection."""
+
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
+
+        ``unit`` (None when its outcome could not be recorded) and the jobs the thread finished
+        before are acknowledged, and the thread holds nothing from now on: it never touches
+        the fetch again, even if it comes back.
+        """
 
 
 class QueueOrder:
@@ -226,19 +250,59 @@ class BasicFetch:
             pipe.type(keys.queue(name))
         return list(pipe.execute())
 
-    def acknowledge(self, unit: UnitOfWork) -> None:
+    def acknowledge(self, unit: UnitOfWork | None = None) -> None:
         """Nothing to acknowledge: the job left Redis when it was fetched."""
 
     def release(self) -> None:
         """Nothing held: every fetch goes through the pool."""
 
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """Nothing to acknowledge, nothing held."""
+
     def requeue(self, units: list[UnitOfWork]) -> None:
+        self.push_back(units)
+
+    def push_back(self, units: list[UnitOfWork]) -> int:
         if not units:
-            return
+            return 0
         pipe = self.redis.pipeline(transaction=False)
         for unit in units:
             pipe.rpush(keys.queue(unit.queue), unit.raw)
         pipe.execute()
+        return len(units)
+
+
+#: Most jobs one reliable fetch takes from a queue with a backlog, and most finished jobs a
+#: thread leaves unacknowledged before its next round trip. One round trip then serves up
+#: to this many jobs: the per-job cost of a busy worker that is mostly Redis replies falls.
+FETCH_AT_MOST = 8
+#: Seconds: a thread takes jobs along only when its last fetch was this recent (its last job,
+#: with the round trip and any wait for the GIL, was short). A round trip matters next to a
+#: short job; next to a long one it is nothing, and jobs taken along could wait behind long
+#: jobs while another process's threads are free to run them.
+SHORT_JOB = 0.05
+
+
+class _Thread:
+    """One processor thread's share of a reliable fetch: its connection, and its jobs.
+
+    ``current`` is the job the fetch last handed it; ``done`` the finished jobs it handed
+    back, whose acknowledgement rides on its next round trip. Both are still in a private
+    list, and held: ``ReliableFetch.held`` counts them.
+    """
+
+    __slots__ = ("current", "done", "handed_at", "line", "scripts", "thread")
+
+    def __init__(self, line: Line) -> None:
+        #: The thread it serves, so that ``ReliableFetch.abandon`` can find it from another one.
+        self.thread = threading.current_thread()
+        self.line = line
+        self.scripts = Scripts(line.call)
+        self.current: UnitOfWork | None = None
+        self.done: list[UnitOfWork] = []
+        #: ``time.monotonic()`` at the start of its last fetch (or its first): the next fetch
+        #: knows how long the job in between took.
+        self.handed_at = time.monotonic()
 
 
 class ReliableFetch:
@@ -247,48 +311,91 @@ class ReliableFetch:
         self.scripts = scripts
         self.identity = identity
         self.timeout = config.fetch_timeout
+        #: A fetch takes one more job only per this many still waiting in its queue, so a
+        #: short queue goes one job per thread, and only a backlog is taken several at a time.
+        self.spread = max(1, config.concurrency)
+        self.short_job = SHORT_JOB
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
-        self._lines = threading.local()
+        self._local = threading.local()
+        #: Jobs a fetch took along, not started yet: the next fetch of any thread takes one
+        #: without a round trip, so none waits behind a long job of the thread that took it.
+        self._ready: deque[UnitOfWork] = deque()
+        #: Every thread's share; ``_lock`` makes each job's move between the ready jobs, a
+        #: thread's current job and its finished ones a single step for ``held``.
+        self._threads: list[_Thread] = []
+        self._lock = threading.Lock()
         self.paused = PausedQueues(redis)
         self.wrong_type = WrongTypeQueues()
 
-    def _line(self) -> tuple[Line, Scripts]:
-        """This thread's own connection, and the scripts over it (the per-job round trip)."""
-        held: tuple[Line, Scripts] | None = getattr(self._lines, "held", None)
-        if held is None:
-            line = Line(self.redis)
-            held = self._lines.held = (line, Scripts(line.call))
-        return held
+    def _thread(self) -> _Thread:
+        """The calling thread's share, made on its first fetch."""
+        mine: _Thread | None = getattr(self._local, "mine", None)
+        if mine is None:
+            mine = self._local.mine = _Thread(Line(self.redis))
+            with self._lock:
+                self._threads.append(mine)
+        return mine
+
+    def held(self) -> list[UnitOfWork]:
+        """Every job this fetch took that is still in a private list by its doing: ready,
+        running, or finished and not acknowledged yet. A job in a private list that is not
+        here (nor in a fetch whose reply is still coming) is held by no one."""
+        with self._lock:
+            units = list(self._ready)
+            for mine in self._threads:
+                units += mine.done
+                if mine.current is not None:
+                    units.append(mine.current)
+        return units
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
+        mine = self._thread()
+        now = time.monotonic()
+        short = now - mine.handed_at < self.short_job
+        mine.handed_at = now
+        with self._lock:
+            if previous is not None:
+                mine.done.append(previous)
+            mine.current = None
+            if self._ready and len(mine.done) < FETCH_AT_MOST:
+                unit = mine.current = self._ready.popleft()
+                return unit
         order = self.paused.running(self.order())
         if self.wrong_type.skipped:
             order = self.wrong_type.running(order)
         if not order:  # every queue paused (or unreadable): acknowledge, then wait as BLMOVE would
-            if previous is not None:
-                self.acknowledge(previous)
+            self.acknowledge()
             time.sleep(self.timeout)
             return None
         script_keys: list[str] = []
         for name in order:
             script_keys += self._keys[name]
-        line, scripts = self._line()
-        if previous is None:
-            found = scripts.fetch(script_keys, "", "")
-        else:
-            found = scripts.fetch(script_keys, self.private[previous.queue], previous.raw)
+        done = mine.done
+        found = mine.scripts.fetch(
+            script_keys,
+            [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
+            FETCH_AT_MOST if short else 1,
+            self.spread,
+        )
+        taken = int(found[1]) if found else 0
+        with self._lock:
+            del done[:]
+            if found and taken:
+                queue = found[0].decode()[6:]  # strip "queue:"
+                unit = mine.current = UnitOfWork(queue, found[2])
+                if taken > 1:
+                    self._ready.extend(UnitOfWork(queue, raw) for raw in found[3 : 2 + taken])
         if found:
-            if len(found) > 2:  # some queue's key is not a list (fetch.lua went on past it)
-                for at in range(2, len(found), 3):
+            if len(found) > 2 + taken:  # some queue's key is not a list (fetch.lua went on past it)
+                for at in range(2 + taken, len(found), 3):
                     self.wrong_type.found(
                         found[at].decode()[6:], found[at + 1].decode(), found[at + 2].decode()
                     )
                 order = self.wrong_type.running(order)
-            key = found[0]
-            if key:
-                return UnitOfWork(queue=key.decode()[6:], raw=found[1])  # strip "queue:"
+            if taken:
+                return unit
             if not order:
                 return None  # the next fetch waits
         # Every queue is empty: block on one of them until a job arrives. Threads take
@@ -297,17 +404,85 @@ class ReliableFetch:
         # an outage would; the next fetch's script names it and leaves it out.)
         name = order[slot % len(order)]
         queue_key, private = self._keys[name]
-        raw = line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
-        return UnitOfWork(queue=name, raw=raw) if raw is not None else None
+        raw = mine.line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
+        if raw is None:
+            return None
+        with self._lock:
+            unit = mine.current = UnitOfWork(queue=name, raw=raw)
+        return unit
 
-    def acknowledge(self, unit: UnitOfWork) -> None:
-        self.redis.lrem(self.private[unit.queue], 1, unit.raw)
+    def acknowledge(self, unit: UnitOfWork | None = None) -> None:
+        mine = self._thread()
+        with self._lock:
+            if unit is not None and not any(u is unit for u in mine.done):  # a retry hands it again
+                mine.done.append(unit)
+            if mine.current is unit:
+                mine.current = None
+            done = list(mine.done)
+        if not done:
+            return
+        pipe = self.redis.pipeline(transaction=False)
+        for finished in done:
+            pipe.lrem(self.private[finished.queue], -1, finished.raw)
+        pipe.execute()
+        with self._lock:
+            del mine.done[: len(done)]
+
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
+
+        Called from another thread (the watchdog's): the stuck one is left to itself. Its
+        job ``unit``, whose failure is recorded (None when it could not be: it then stays in
+        the private list, held by no one, for a stray sweep or the stop to push back), and
+        the finished jobs it had not acknowledged yet are removed from the private lists;
+        only then is its share retired, so a stray sweep in between still sees them held and
+        never pushes them back. From then on ``held`` reports nothing of it, its connection
+        is back in the pool, and the thread, if it ever returns, leaves the fetch alone
+        (``Processor``); the thread put in its place gets a share of its own.
+        If Redis does not answer, the error propagates and the share stays as it was.
+        """
+        with self._lock:
+            mine = next((share for share in self._threads if share.thread is thread), None)
+            done = list(mine.done) if mine is not None else []
+        if unit is not None and not any(u is unit for u in done):
+            done.append(unit)
+        if done:
+            pipe = self.redis.pipeline(transaction=False)
+            for finished in done:
+                pipe.lrem(self.private[finished.queue], -1, finished.raw)
+            pipe.execute()
+        if mine is None:
+            return
+        with self._lock:
+            mine.current = None
+            mine.done.clear()
+            if mine in self._threads:
+                self._threads.remove(mine)
+        mine.line.close()
 
     def release(self) -> None:
-        held: tuple[Line, Scripts] | None = getattr(self._lines, "held", None)
-        if held is not None:
-            self._lines.held = None
-            held[0].close()
+        """The calling thread is done: give back its connection, and the ready jobs.
+
+        A quieting worker starts no more jobs, so the ones taken along go back to their
+        queues now (for another worker) rather than wait in a private list for the stop.
+        If Redis does not answer, they stay there, and the stop or the reaper puts them back.
+        """
+        mine: _Thread | None = getattr(self._local, "mine", None)
+        if mine is not None:
+            self._local.mine = None
+            with self._lock:
+                self._threads.remove(mine)
+            mine.line.close()
+        with self._lock:
+            ready = list(self._ready)
+            self._ready.clear()
+        if ready:
+            try:
+                moved = self.push_back(ready[::-1])  # each to the fetching end: the first goes last
+            except RedisError as exc:
+                logger.warning("could not push back %d job(s) not started yet: %s", len(ready), exc)
+            else:
+                logger.info("pushed back %d job(s) taken along but not started", moved)
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         """Put back the given unfinished jobs, then anything else left in our private lists.

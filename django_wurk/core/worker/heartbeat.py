@@ -5,6 +5,10 @@ process hash with a 60-second TTL, in Sidekiq's exact shape (Sidekiq 6.4.1
 lib/sidekiq/launcher.rb; docs/interop.md). The same round trip pops one remote signal
 from ``<identity>-signals`` (TSTP quiet, TERM stop, TTIN thread dump), which is how a Web
 UI's Quiet and Stop buttons reach us.
+
+Between beats, a *pulse* follows a job starting or ending within half a second: the same
+writes without the PING or the per-class metrics, so the Busy page and the live graph
+keep up with the work. Idle, there are no pulses.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 from django_wurk.core import keys, version, wire
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.stats import Stats, queue_flush
-from django_wurk.core.worker.work import WorkSet
+from django_wurk.core.worker.work import WorkSet, WorkSets
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -30,6 +34,9 @@ logger = logging.getLogger("django_wurk.heartbeat")
 
 #: The commands that add the drained counts to Redis's counters (``stats.queue_flush``).
 COUNTER_COMMANDS = frozenset({"INCRBY", "HINCRBY", "BITFIELD"})
+
+#: The least time between two pulses: a job shows on the Busy page within about this.
+PULSE_INTERVAL = 0.5
 
 
 def rss_kb() -> int:
@@ -49,7 +56,7 @@ class Heartbeat:
         self,
         wurk: Wurk,
         identity: str,
-        work: WorkSet,
+        work: WorkSet | WorkSets,
         stats: Stats,
         outage: Outage,
         on_signal: Callable[[str], None],
@@ -68,11 +75,23 @@ class Heartbeat:
         self._info = wire.dumps(self.info())
         #: Counters already reported as holding junk, so each is reported once.
         self._junk: set[tuple[str, ...]] = set()
+        #: The last beat's PING round trip, reported by the pulses until the next beat.
+        self._rtt_us = 0
 
     def info(self) -> dict[str, Any]:
+        """The process hash's ``info``, as Sidekiq 7 writes it: one ``capsules`` entry per pool.
+
+        ``concurrency`` is the total, ``queues`` the union, and ``weights`` one hash per
+        capsule in the same order (a Sidekiq 6 Web UI reads the first).
+        """
         config = self.config
-        weights = {q.name: q.weight for q in config.queues}
-        mode = "strict" if config.strict_order else "random" if set(weights.values()) == {1} else "weighted"
+        capsules = {}
+        for capsule in config.capsule_list():
+            weights = {q.name: q.weight for q in capsule.queues}
+            mode = (
+                "strict" if capsule.strict_order else "random" if set(weights.values()) == {1} else "weighted"
+            )
+            capsules[capsule.name] = {"concurrency": capsule.concurrency, "mode": mode, "weights": weights}
         return {
             "hostname": config.hostname,
             "started_at": self.started_at,
@@ -80,8 +99,8 @@ class Heartbeat:
             "tag": config.tag,
             "concurrency": config.concurrency,
             "queues": list(config.queue_names),
-            "weights": [weights],
-            "capsules": {"default": {"concurrency": config.concurrency, "mode": mode, "weights": weights}},
+            "weights": [c["weights"] for c in capsules.values()],
+            "capsules": capsules,
             "labels": list(config.labels),
             "identity": self.identity,
             "version": version.__version__,
@@ -92,14 +111,43 @@ class Heartbeat:
         self.thread.start()
 
     def run(self) -> None:
-        while not self.stopping.wait(self.config.heartbeat_interval):
-            self.beat()
+        """Beat every ``heartbeat_interval``; between beats, pulse soon after the busy set changes.
+
+        An idle process (nothing starting or ending) only beats, as before. A busy one
+        pulses at once on the first change, then at most every ``PULSE_INTERVAL`` however
+        many jobs start and end meanwhile: one transaction, whatever the throughput.
+        """
+        changed = self.work.changed
+        next_beat = time.monotonic() + self.config.heartbeat_interval
+        last_pulse = -PULSE_INTERVAL
+        while not self.stopping.is_set():
+            now = time.monotonic()
+            if now >= next_beat:
+                self.beat()
+                next_beat = time.monotonic() + self.config.heartbeat_interval
+                continue
+            if not changed.wait(next_beat - now):
+                continue
+            # Coalesce: the changes of the next moments go out with this one.
+            hold = min(last_pulse + PULSE_INTERVAL, next_beat) - time.monotonic()
+            if hold > 0 and self.stopping.wait(hold):
+                break
+            if time.monotonic() >= next_beat:
+                continue  # the beat writes it all
+            self.pulse()
+            last_pulse = time.monotonic()
 
     def beat(self) -> None:
         """One heartbeat; Redis errors are logged once per outage and the counts kept for later."""
-        counts = self.stats.drain()
+        self._send(self.stats.drain(), full=True)
+
+    def pulse(self) -> None:
+        """Between beats: the busy-work hash, the process's busy count and the two stat totals."""
+        self._send(self.stats.drain_totals(), full=False)
+
+    def _send(self, counts: tuple[Any, ...], full: bool) -> None:
         try:
-            self._beat(counts)
+            self._beat(counts, full)
             self.outage.recovered()
         except RedisError as exc:
             self.stats.restore(*counts)
@@ -109,9 +157,11 @@ class Heartbeat:
             logger.exception("heartbeat failed")
             self.wurk.report_error(exc, {"context": "heartbeat"})
 
-    def _beat(self, counts: tuple[Any, ...]) -> None:
+    def _beat(self, counts: tuple[Any, ...], full: bool = True) -> None:
         redis = self.wurk.redis
         identity = self.identity
+        # Cleared before the snapshot: a job starting after it sets it again, for the next pulse.
+        self.work.changed.clear()
         busy = self.work.snapshot()
 
         pipe = redis.pipeline(transaction=True)
@@ -130,13 +180,15 @@ class Heartbeat:
             if work:
                 pipe.hset(key, mapping=work)
                 pipe.expire(key, keys.PROCESS_TTL)
-        self._flush(pipe)
+        if full:
+            self._flush(pipe)
+            started = time.perf_counter()
+            redis.ping()
+            self._rtt_us = int((time.perf_counter() - started) * 1_000_000)
+            pipe = redis.pipeline(transaction=True)
 
-        started = time.perf_counter()
-        redis.ping()
-        rtt_us = int((time.perf_counter() - started) * 1_000_000)
-
-        pipe = redis.pipeline(transaction=True)
+        # A pulse writes the whole process hash too (with the last beat's round trip): the
+        # Busy page's counts agree with its job list, and the hash always keeps its TTL.
         pipe.sadd(keys.PROCESSES, identity)
         pipe.hset(
             keys.process(identity),
@@ -145,18 +197,18 @@ class Heartbeat:
                 "concurrency": self.config.concurrency,
                 "busy": len(busy),
                 "beat": repr(time.time()),
-                "rtt_us": rtt_us,
+                "rtt_us": self._rtt_us,
                 "quiet": "true" if self.quiet else "false",
                 "rss": rss_kb(),
             },
         )
         pipe.expire(keys.process(identity), keys.PROCESS_TTL)
         pipe.rpop(keys.signals(identity))
-        signal = pipe.execute()[-1]
+        signal = self._flush(pipe)[-1]
         if signal:
             self.on_signal(signal.decode("utf-8", "replace"))
 
-    def _flush(self, pipe: Any) -> None:
+    def _flush(self, pipe: Any) -> list[Any]:
         """Run a transaction that adds counts to the counters, whatever a counter holds.
 
         A counter someone set to ``"abc"`` (or past 64 bits) refuses INCRBY. In a MULTI the
@@ -167,7 +219,8 @@ class Heartbeat:
         other error reply is raised as before.
         """
         commands = [args for args, _ in pipe.command_stack]
-        for args, reply in zip(commands, pipe.execute(raise_on_error=False), strict=True):
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        for args, reply in zip(commands, replies, strict=True):
             if not isinstance(reply, ResponseError):
                 continue
             name = str(args[0]).upper()
@@ -183,10 +236,12 @@ class Heartbeat:
                 " field ".join(counter),
                 reply,
             )
+        return replies
 
     def stop(self) -> None:
         """Final flush, then leave the process set; the process hash is left to expire (as Sidekiq does)."""
         self.stopping.set()
+        self.work.changed.set()  # wakes a heartbeat waiting for work to change
         if self.thread.is_alive():
             self.thread.join(5)
         counts = self.stats.drain()

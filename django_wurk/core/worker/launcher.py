@@ -37,6 +37,7 @@ from django_wurk.core.worker.scheduler import Poller
 from django_wurk.core.worker.service import REPLACE_ME, build_watchers, supervised
 from django_wurk.core.worker.service import build as build_services
 from django_wurk.core.worker.stats import Stats
+from django_wurk.core.worker.work import WorkSets
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -56,11 +57,23 @@ class Launcher:
         self.identity = f"{self.config.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
         self.outage = Outage(self.config.redis_url)
         self.stats = Stats()
-        self.manager = Manager(wurk, self.stats, self.outage, self.identity)
+        #: One manager per capsule (``WURK["CAPSULES"]``), each with its own threads, queues and
+        #: private lists; without capsules, the one ``default`` manager.
+        self.managers = [
+            Manager(wurk, self.stats, self.outage, self.identity, self.config.for_capsule(c), c.name)
+            for c in self.config.capsule_list()
+        ]
+        #: The first capsule's manager (the only one without capsules).
+        self.manager = self.managers[0]
         self.reaper = Reaper(wurk, self.identity, self.outage) if self.config.fetch == "reliable" else None
         self.poller = Poller(wurk, self.outage)
         self.heartbeat = Heartbeat(
-            wurk, self.identity, self.manager.work, self.stats, self.outage, self.signal
+            wurk,
+            self.identity,
+            WorkSets([m.work for m in self.managers]),
+            self.stats,
+            self.outage,
+            self.signal,
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
@@ -82,12 +95,14 @@ class Launcher:
     # Lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
-        logger.info(
-            "starting %s: concurrency %d, queues %s",
-            self.identity,
-            self.config.concurrency,
-            ", ".join(f"{q.name},{q.weight}" if q.weight else q.name for q in self.config.queues),
-        )
+        for m in self.managers:
+            logger.info(
+                "starting %s%s: concurrency %d, queues %s",
+                self.identity,
+                f" capsule {m.name}" if self.config.capsules else "",
+                m.config.concurrency,
+                ", ".join(f"{q.name},{q.weight}" if q.weight else q.name for q in m.config.queues),
+            )
         self.heartbeat.beat()
         self.heartbeat.start()
         if self.reaper is not None:
@@ -95,7 +110,8 @@ class Launcher:
             self._reap_once()
             self.reaper.start()
         self.poller.start()
-        self.manager.start()
+        for manager in self.managers:
+            manager.start()
         for service in self.services:
             service.start()
         self._started = True
@@ -108,10 +124,11 @@ class Launcher:
             logger.warning("start-up sweep for dead processes' jobs failed: %s", exc)
 
     def quiet(self) -> None:
-        if self.manager.quieting.is_set():
+        if all(m.quieting.is_set() for m in self.managers):
             return
         logger.info("quieting: no new jobs will be fetched")
-        self.manager.quiet()
+        for manager in self.managers:
+            manager.quiet()
         self.heartbeat.quiet = True
 
     def stop(self) -> None:
@@ -125,7 +142,7 @@ class Launcher:
         self.heartbeat.quiet = True
         if self._started:
             self._stop_services()
-            pushed_back = self.manager.stop(self.config.timeout, self.hurry)
+            pushed_back = self._stop_managers()
             if self.hurry.is_set():
                 logger.warning("second stop signal: not waiting any longer for running jobs")
             if pushed_back:
@@ -137,12 +154,36 @@ class Launcher:
         self.stopped.set()
         logger.info("stopped %s", self.identity)
 
+    def _stop_managers(self) -> int:
+        """Stop every capsule within one shutdown timeout; how many jobs were pushed back.
+
+        All capsules are quieted first, so none fetches while another is being waited for,
+        and the timeout is shared: a shutdown never takes longer for having capsules.
+        """
+        for manager in self.managers:
+            manager.stopping.set()
+            manager.quiet()
+        deadline = time.monotonic() + self.config.timeout
+        return sum(
+            manager.stop(max(0.0, deadline - time.monotonic()), self.hurry) for manager in self.managers
+        )
+
     # JobControl (what watchers may do, see ``worker.service``) ---------------------------
 
     def abandon(
         self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
     ) -> bool:
-        return self.manager.abandon(thread, job, failure, replace=replace)
+        """Give up on ``thread``'s job through the capsule whose processor runs it (see ``JobControl``).
+
+        Each capsule's manager knows only its own running jobs, so the first that finds the
+        thread settles it; the others return False without touching anything.
+        """
+        if not any(manager.abandon(thread, job, failure, replace=replace) for manager in self.managers):
+            return False
+        if not replace:  # the process is about to be replaced: no capsule takes another job
+            for manager in self.managers:
+                manager.quiet()
+        return True
 
     def replace_process(self, reason: str) -> NoReturn:
         """Leave the process set and exit now, stuck threads and all (see ``JobControl``).

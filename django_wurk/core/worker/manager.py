@@ -20,12 +20,13 @@ from redis.exceptions import RedisError
 from django_wurk.core import coroutines, wire
 from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.processor import Processor, Shutdown
+from django_wurk.core.worker.processor import ACKNOWLEDGE_WITHIN, Processor, Shutdown
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
 from django_wurk.core.worker.work import WorkSet
 
 if TYPE_CHECKING:
+    from django_wurk.core.config import Config
     from django_wurk.core.engine import Wurk
 
 logger = logging.getLogger("django_wurk.manager")
@@ -41,9 +42,20 @@ def interrupt(thread: threading.Thread) -> None:
 class Manager:
     """Owns the processor threads and what they share: the fetcher, the retry handler, the running jobs."""
 
-    def __init__(self, wurk: Wurk, stats: Stats, outage: Outage, identity: str) -> None:
+    def __init__(
+        self,
+        wurk: Wurk,
+        stats: Stats,
+        outage: Outage,
+        identity: str,
+        config: Config | None = None,
+        name: str = "default",
+    ) -> None:
         self.wurk = wurk
-        self.config = wurk.config
+        #: One capsule's view (its queues and concurrency), or the whole configuration.
+        self.config = config if config is not None else wurk.config
+        #: The capsule this manager runs (``WURK["CAPSULES"]``), for logs and thread names.
+        self.name = name
         self.stats = stats
         self.outage = outage
         self.fetch = fetch_for(self.config, wurk.redis, wurk.scripts, identity)
@@ -51,6 +63,8 @@ class Manager:
         #: The jobs running now; the heartbeat reports them.
         self.work = WorkSet()
         self.quieting = threading.Event()
+        #: Set when the stop begins: long jobs may save their place and leave (``processor.stopping``).
+        self.stopping = threading.Event()
         self._lock = threading.Lock()
         self.processors: list[Processor] = []
         self._reclaiming = threading.Lock()
@@ -71,7 +85,10 @@ class Manager:
             quieting=self.quieting,
             on_died=self.processor_died,
             on_fetch_lost=self.reclaim_strays,
+            stopping=self.stopping,
         )
+        if self.name != "default":  # thread dumps and logs tell the capsules apart
+            processor.thread.name = f"wurk-processor-{self.name}-{index}"
         self.processors.append(processor)
         processor.start()
 
@@ -118,8 +135,18 @@ class Manager:
             failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue}
         )
         recorder = owner if owner is not None else self._recorder()
-        if recorder.record_failure(unit, job, failure):
-            recorder.acknowledge(unit)
+        recorded = recorder.record_failure(unit, job, failure)
+
+        def give_up(exc: RedisError) -> None:
+            logger.error("could not acknowledge an abandoned job (%s); it may run again", exc)
+
+        # Through the fetch, on the stuck thread's behalf: the job leaves the private list and
+        # then the fetch's held jobs (until then a stray sweep still sees it held).
+        self.outage.ride_out(
+            lambda: self.fetch.abandon(thread, unit if recorded else None),
+            time.monotonic() + ACKNOWLEDGE_WITHIN,
+            give_up,
+        )
         # Only now: until the job is acknowledged, its processor still holds it, so a stray
         # sweep (``reclaim_strays``) cannot take it for a lost fetch and push it back.
         if owner is not None:
@@ -170,7 +197,7 @@ class Manager:
                     if time.monotonic() > deadline:
                         return False
                     time.sleep(0.01)  # a rare path: no event on the per-job path for it
-            held = Counter((p.holding.queue, p.holding.raw) for p in list(self.processors) if p.holding)
+            held = Counter((unit.queue, unit.raw) for unit in fetch.held())
             strays = []
             for unit in listed:
                 if held[(unit.queue, unit.raw)]:
@@ -195,6 +222,7 @@ class Manager:
         ``hurry``, once set, ends the wait early (a second TERM). It is only polled, never
         waited on, so an OS signal handler may set it while this thread is in here.
         """
+        self.stopping.set()
         self.quiet()
         deadline = time.monotonic() + timeout
         for p in list(self.processors):

@@ -38,12 +38,16 @@ class Outage:
         #: Failed attempts, all threads together, since the outage was reported.
         self._failures = 0
         self._reported = False
+        #: Called with each failed Redis round trip (a metrics counter); must not raise.
+        self.listeners: list[Callable[[BaseException], None]] = []
 
     def _streak(self) -> int:
         streak: int = getattr(self._local, "streak", 0)
         return streak
 
     def failed(self, exc: BaseException) -> None:
+        for listener in self.listeners:
+            listener(exc)
         streak = self._streak() + 1
         self._local.streak = streak
         with self._lock:

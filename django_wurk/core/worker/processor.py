@@ -46,6 +46,30 @@ class Abandoned(BaseException):
     recorded and another thread has taken this one's place, so this one only ends."""
 
 
+class Interrupted(BaseException):
+    """Raised by a job that stops early because the worker is stopping (``stopping()``).
+
+    The job has saved where it got to (an iterable job's cursor); the processor puts it back
+    at the head of its queue as it was fetched, so it resumes next, here or elsewhere. It
+    is not a failure: no retry is counted and no error is reported. A ``BaseException``, so
+    that middleware catching ``Exception`` does not record it as a failure either.
+    """
+
+
+#: The stop flag of the processor running on this thread, for ``stopping()``.
+_current = threading.local()
+
+
+def stopping() -> bool:
+    """Whether the worker running this job is stopping (TERM), so a long job should save and leave.
+
+    False outside a worker (inline runs, tests) and while it is only quiet (TSTP): quiet
+    lets running jobs finish.
+    """
+    event: threading.Event | None = getattr(_current, "stopping", None)
+    return event is not None and event.is_set()
+
+
 def thread_id() -> str:
     """A short per-thread id for the busy-work hash, like Sidekiq's base-36 tid."""
     n = threading.get_ident() ^ os.getpid()
@@ -80,6 +104,7 @@ class Processor:
         quieting: threading.Event,
         on_died: Callable[[Processor], None],
         on_fetch_lost: Callable[[], bool],
+        stopping: threading.Event | None = None,
     ) -> None:
         self.wurk = wurk
         self.index = index
@@ -91,12 +116,11 @@ class Processor:
         self.quieting = quieting
         self.on_died = on_died
         self.on_fetch_lost = on_fetch_lost
+        #: Set by the manager when the stop begins; a job reads it through ``stopping()``.
+        self.stopping = stopping if stopping is not None else threading.Event()
         self.thread = threading.Thread(target=self.run, name=f"wurk-processor-{index}", daemon=True)
-        # Read by Manager.reclaim_strays from another thread; written in this order (holding,
-        # then fetches, then fetching) so a job a fetch moved is held before the fetch is over.
-        #: The job this thread fetched and has not acknowledged: running, or finished and
-        #: waiting for the acknowledgement that rides on the next fetch.
-        self.holding: UnitOfWork | None = None
+        # Read by Manager.reclaim_strays from another thread, which waits for a fetch under way
+        # to end: the jobs it moves are held (``ReliableFetch.held``) before it is over.
         #: Fetch calls ended, successful or not, and whether one is under way.
         self.fetches = 0
         self.fetching = False
@@ -106,52 +130,58 @@ class Processor:
 
     def run(self) -> None:
         self.tid = thread_id()
-        # The finished job whose acknowledgement rides on the next fetch (reliable fetch).
+        _current.stopping = self.stopping
+        # The finished job to hand to the next fetch, whose acknowledgement rides on a later
+        # round trip (reliable fetch). The fetch keeps it from then on, even if it fails.
         pending: UnitOfWork | None = None
         # Set when a fetch failed: the server may have run it (moved a job into our private
         # list) before the connection died, e.g. when Redis is stopped between a command and
         # its reply. Nobody else takes jobs from a live worker, so we look for it ourselves.
         stray_check = False
+        abandoned = False
         try:
             while not self.quieting.is_set():
                 try:
                     if stray_check:
                         stray_check = not self.on_fetch_lost()
                     self.fetching = True
-                    unit = self.fetch.fetch(pending, self.index)
+                    handed, pending = pending, None
+                    unit = self.fetch.fetch(handed, self.index)
                 except RedisError as exc:
-                    self._fetch_ended(pending)
+                    self._fetch_ended()
                     stray_check = True
                     self.outage.failed(exc)
                     self.quieting.wait(self.outage.backoff())
                     continue
-                self._fetch_ended(unit)
-                pending = None
+                self._fetch_ended()
                 self.outage.recovered()
                 if unit is not None and self.process(unit):
                     pending = unit
-                else:
-                    self.holding = None  # an outcome not recorded stays in the private list, unheld
-        except (Shutdown, Abandoned):
+                # else an outcome not recorded: the job stays in the private list, and the
+                # next fetch no longer holds it
+        except Shutdown:
             pass
+        except Abandoned:
+            # Its job was settled for it and its share of the fetch retired (``Manager.abandon``):
+            # anything it acknowledged or pushed back now could be another thread's.
+            abandoned = True
         except Exception as exc:
             # Nothing above should raise; if it does, say so loudly and let the manager replace us.
             logger.exception("processor thread crashed")
             self.wurk.report_error(exc, {"context": "processor thread"})
             self.on_died(self)
         finally:
-            if pending is not None:
-                self.acknowledge(pending)
-            self.fetch.release()
+            if not abandoned:
+                self._acknowledge(pending)  # and every finished job handed to the fetch before
+                self.fetch.release()
             coroutines.close_thread_loop()
 
-    def _fetch_ended(self, holding: UnitOfWork | None) -> None:
-        self.holding = holding
+    def _fetch_ended(self) -> None:
         self.fetches += 1
         self.fetching = False
 
-    def acknowledge(self, unit: UnitOfWork) -> None:
-        """Acknowledge a finished job on the way out, riding out a short Redis outage."""
+    def _acknowledge(self, unit: UnitOfWork | None) -> None:
+        """Acknowledge the finished jobs on the way out, riding out a short Redis outage."""
 
         def give_up(exc: RedisError) -> None:
             logger.error("could not acknowledge a finished job (%s); it may run again", exc)
@@ -162,19 +192,19 @@ class Processor:
 
     def process(self, unit: UnitOfWork) -> bool:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
-        work = self.work.start(self.tid, unit)
+        work = self.work.start(self.tid, unit, self.thread)
         try:
             done = self._process(unit, work)
-            self.work.finish(work)
-            return done
-        finally:
+            self.work.done(self.tid, work)
+        except BaseException:  # Shutdown, Abandoned, or a bug: the job is not running any more either way
             self.work.end(self.tid)
+            raise
+        return done
 
     def _settle(self, work: Work) -> None:
         """Back from the job: stop here if it was abandoned meanwhile (see ``Abandoned``)."""
         if not self.work.settle(work):
-            self.holding = None  # acknowledged with the failure recorded for it
-            raise Abandoned
+            raise Abandoned  # its failure was recorded and acknowledged for it
 
     def record_failure(self, unit: UnitOfWork, job: object, exc: BaseException) -> bool:
         """Hand a failed job to the retry handler (retry set, dead set or discard)."""
@@ -195,11 +225,20 @@ class Processor:
         jid = payload.get("jid", "")
         log = job_logger.isEnabledFor(logging.INFO)
         if log:
-            job_logger.info("start", extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue})
+            context = {"jid": jid, "job_class": job_class_name, "queue": unit.queue}
+            job_logger.info("start", extra=context)
         execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
             execution.run()
+        except Interrupted:
+            self._settle(work)  # an abandoned job's thread pushes nothing back either
+            if log:
+                job_logger.info(
+                    "interrupted: pushed back to resume later",
+                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                )
+            return self._push_back_interrupted(unit)
         except Shutdown:
             raise
         except Exception as exc:
@@ -212,7 +251,7 @@ class Processor:
                     elapsed / 1000,
                     type(exc).__name__,
                     exc,
-                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                    extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "fail"},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self.record_failure(unit, execution.job, exc)
@@ -223,9 +262,32 @@ class Processor:
             job_logger.info(
                 "done: %.3f sec",
                 elapsed / 1000,
-                extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
+                extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "done"},
             )
         return True
+
+    def _push_back_interrupted(self, unit: UnitOfWork) -> bool:
+        """Put a job that interrupted itself back at the head of its queue; always False (no ack).
+
+        With reliable fetch the move out of the private list is atomic; if Redis is down the
+        job stays there and the stop's sweep pushes it back. With basic fetch the payload goes
+        to the log at CRITICAL if it cannot be pushed, as at any shutdown.
+        """
+
+        def give_up(exc: RedisError) -> bool:
+            logger.critical(
+                "could not push an interrupted job back to queue %r (%s); its payload: %r",
+                unit.queue,
+                exc,
+                unit.raw,
+            )
+            return False
+
+        def push() -> bool:
+            self.fetch.push_back([unit])
+            return False
+
+        return self.outage.ride_out(push, time.monotonic() + max(self.wurk.config.timeout, 5.0), give_up)
 
     def _record_outcome(
         self, write: Callable[[], object], unit: UnitOfWork, failure: BaseException | None = None

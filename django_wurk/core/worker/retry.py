@@ -129,6 +129,7 @@ class RetryHandler:
         requested = self._requested(job, exc)
         if requested is not None:
             self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): now + min(requested, MAX_RETRY_DELAY)})
+            self.wurk.report_retry(msg, exc)
             return "retry"
 
         max_retries = retry if isinstance(retry, int) and not isinstance(retry, bool) else config.max_retries
@@ -151,6 +152,7 @@ class RetryHandler:
             if not isinstance(delay, str):
                 score = now + min(delay + jitter(count), MAX_RETRY_DELAY)
                 self.wurk.redis.zadd(keys.RETRY, {wire.dumps(msg): score})
+                self.wurk.report_retry(msg, exc)
                 return "retry"
         return self._exhausted(job, msg, exc)
 

@@ -64,6 +64,7 @@ class Swarm:
         max_memory_mb: float | None = None,
         shutdown_timeout: float = 25.0,
         check_interval: float = 1.0,
+        on_child_exit: Callable[[int], None] = lambda pid: None,
     ) -> None:
         self.processes = processes
         self.run_child = run_child
@@ -72,6 +73,8 @@ class Swarm:
         self.max_memory_mb = max_memory_mb
         self.shutdown_timeout = shutdown_timeout
         self.check_interval = check_interval
+        #: Told each child's pid once it has exited (multi-process metrics drop its live gauges).
+        self.on_child_exit = on_child_exit
         self.children: dict[int, Child] = {}
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.stopping = False
@@ -112,6 +115,7 @@ class Swarm:
                 break
             child = self.children.pop(pid, None)
             if child is not None:
+                self.on_child_exit(pid)
                 gone.append((child, os.waitstatus_to_exitcode(status)))
         return gone
 
@@ -201,6 +205,7 @@ class Swarm:
             self._stop_child(child)
             self._wait_for(child, self.shutdown_timeout + 10)
             self.children.pop(child.pid, None)
+            self.on_child_exit(child.pid)
             if self.stopping:
                 return
             self.spawn(child.index)

@@ -13,7 +13,7 @@ from django.views.decorators.cache import never_cache
 
 from django_wurk.conf import app_settings
 from django_wurk.core import api
-from django_wurk.core.config import ConfigError
+from django_wurk.core.config import ConfigError, UnknownShard
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import charts
 from django_wurk.dashboard.access import REFUSED, UNAVAILABLE, View, guard, render_page
@@ -67,7 +67,11 @@ def stats_endpoint(site: AdminSite) -> View:
             token = app_settings().dashboard_stats_token
             if not token or not constant_time_compare(header[7:].strip(), token):
                 return JsonResponse({"error": "unauthorized"}, status=401)
-            return JsonResponse(stats_payload())
+            # Monitoring keeps no session: each shard's figures are asked for by name.
+            with wurk.via(request.GET.get("shard")):
+                return JsonResponse(stats_payload())
+        except UnknownShard as exc:
+            return JsonResponse({"error": "unknown_shard", "message": str(exc)}, status=404)
         except (*UNAVAILABLE, *REFUSED, ConfigError) as exc:
             return JsonResponse({"error": "redis_unavailable", "message": str(exc)}, status=503)
 

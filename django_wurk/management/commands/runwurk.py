@@ -8,7 +8,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from django_wurk.core.config import ConfigError, parse_queue, redact_url
+from django_wurk.core.config import DEFAULT_SHARD, ConfigError, parse_capsules, parse_queue, redact_url
 
 
 class Command(BaseCommand):
@@ -30,7 +30,17 @@ class Command(BaseCommand):
             help="queue to work, repeatable; strict order without weights, weighted random with them",
         )
         parser.add_argument(
+            "--capsule",
+            action="append",
+            dest="capsules",
+            metavar="NAME:CONCURRENCY:QUEUE[,WEIGHT][;QUEUE[,WEIGHT]...]",
+            help="a pool of job threads with its own queues, repeatable (replaces WURK['CAPSULES'])",
+        )
+        parser.add_argument(
             "-t", "--timeout", type=float, help="seconds to let running jobs finish at shutdown"
+        )
+        parser.add_argument(
+            "--shard", help="the shard (WURK['SHARDS']) this process works (default: 'default')"
         )
         parser.add_argument("-g", "--tag", help="a tag shown next to this process in the dashboards")
         parser.add_argument(
@@ -39,6 +49,11 @@ class Command(BaseCommand):
         parser.add_argument("--logfile", help="write logs to this file instead of stderr")
         parser.add_argument("--log-format", choices=["text", "json"], default="text")
         parser.add_argument(
+            "--health-port",
+            type=int,
+            help="serve /metrics, /live and /ready on this port (WURK['HEALTH_PORT']; 0 = off)",
+        )
+        parser.add_argument(
             "--autoreload", action="store_true", help="restart when code changes (development)"
         )
 
@@ -46,7 +61,7 @@ class Command(BaseCommand):
         from django_wurk import logging as wurk_logging
         from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
-        from django_wurk.periodic import install_from_settings
+        from django_wurk.periodic import install_from_settings, install_history
 
         queues = None
         if options["queues"]:
@@ -54,26 +69,49 @@ class Command(BaseCommand):
                 queues = [parse_queue("QUEUES", q) for q in options["queues"]]
             except ConfigError as exc:
                 raise CommandError(f"--queue: {exc}") from None
+        concurrency = options["concurrency"]
+        capsules = None
+        if options["capsules"]:
+            if queues or concurrency:
+                raise CommandError("--capsule: each capsule has its own queues and threads; drop -q and -c")
+            try:
+                capsules = parse_capsules("CAPSULES", options["capsules"])
+            except ConfigError as exc:
+                raise CommandError(f"--capsule: {exc}") from None
+            # The flags win over the settings' QUEUES and CONCURRENCY, as -q and -c do.
+            queues = [q for capsule in capsules for q in capsule.queues]
+            concurrency = sum(capsule.concurrency for capsule in capsules)
         overrides = {
-            "CONCURRENCY": options["concurrency"],
+            "CONCURRENCY": concurrency,
             "QUEUES": queues,
             "TIMEOUT": options["timeout"],
             "TAG": options["tag"],
             "PROCESSES": options["processes"],
             "MAX_MEMORY_MB": options["max_memory_mb"],
+            "CAPSULES": capsules,
+            "SHARD": options["shard"],
         }
         try:
             config = build_config(overrides)
             app = app_settings()  # the app's own settings too: a bad one stops the start, by name
-            # Every process campaigns to be the leader that fires WURK["PERIODIC"].
-            install_from_settings(wurk, app.periodic, app.leader, app.leader_ttl)
+            # Every process campaigns to be the leader that fires WURK["PERIODIC"]: one leader
+            # per shard, but only the default shard's fires the settings' entries (once fleet-wide).
+            periodic = app.periodic if config.shard == DEFAULT_SHARD else ()
+            install_from_settings(wurk, periodic, app.leader, app.leader_ttl)
+            # The leader (of those) records the historical metrics (docs/metrics.md).
+            install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:
             raise CommandError(str(exc)) from None
         verbosity = 2 if options["verbose"] else int(options["verbosity"])
         level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity == 1 else logging.WARNING
         wurk_logging.configure(level, options["log_format"], options["logfile"])
         wurk.configure(config)
-        logging.getLogger("django_wurk").info("using Redis at %s", redact_url(config.redis_url))
+        where = redact_url(config.shard_url(config.shard))
+        if config.shards:
+            where += f" (shard {config.shard!r})"
+        logging.getLogger("django_wurk").info("using Redis at %s", where)
+        swarm = not options["autoreload"] and (config.processes > 1 or bool(config.max_memory_mb))
+        self._observe(app, options["health_port"], swarm)
 
         if options["autoreload"]:
             from django.utils import autoreload
@@ -84,6 +122,41 @@ class Command(BaseCommand):
         else:
             self._run()
 
+    def _observe(self, app: Any, flag: int | None, swarm: bool) -> None:
+        """StatsD when set; counting and the health port when a port is set (under -P, by the supervisor)."""
+        from django_wurk.core.engine import wurk
+        from django_wurk.core.features import observability
+
+        if app.statsd_host:
+            from django_wurk.core.features.observability import statsd
+
+            try:
+                client = statsd.Statsd(app.statsd_host, app.statsd_port, app.statsd_prefix)
+            except OSError as exc:
+                raise CommandError(
+                    f"WURK['STATSD_HOST']: cannot resolve {app.statsd_host!r}: {exc}"
+                ) from None
+            statsd.install(wurk, client)
+        port = app.health_port if flag is None else flag
+        self._health = None
+        self._metrics_dir = None
+        if not port:
+            return
+        if not 0 < port <= 65535:
+            raise CommandError(f"--health-port: must be a TCP port (1-65535), got {port}")
+        health = observability.HealthOptions(port, app.health_bind, app.ready_window)
+        if swarm:
+            from django_wurk.core.features.observability.supervisor import prepare_multiprocess_dir
+
+            self._metrics_dir = prepare_multiprocess_dir()  # before prometheus-client is imported
+        try:
+            observability.install(wurk, None if swarm else health)
+        except ImportError as exc:
+            raise CommandError(
+                f"HEALTH_PORT needs prometheus-client (pip install 'django-wurk[prometheus]'): {exc}"
+            ) from None
+        self._health = health
+
     def _run_swarm(self) -> None:
         from django.db import connections
 
@@ -92,23 +165,45 @@ class Command(BaseCommand):
 
         config = wurk.config
 
+        server = None
+
         def before_fork() -> None:
             # Django is set up once, here; nothing connected may cross the fork.
             connections.close_all()
             wurk.reset()
 
+        def after_fork() -> None:
+            wurk.reset()
+            if server is not None:  # the port is the supervisor's: a child must not hold it open
+                server.server.socket.close()
+
         def run_child(index: int) -> int:
             self._run(owns_process=False)  # the swarm ends a child with os._exit
             return 0
 
-        Swarm(
+        swarm = Swarm(
             config.processes,
             run_child,
             before_fork=before_fork,
-            after_fork=wurk.reset,
+            after_fork=after_fork,
             max_memory_mb=config.max_memory_mb,
             shutdown_timeout=config.timeout,
-        ).run()
+        )
+        if self._health is not None and self._metrics_dir is not None:
+            from django_wurk.core.features.observability import supervisor
+
+            swarm.on_child_exit = supervisor.child_exited(self._metrics_dir)
+            try:
+                server = supervisor.serve(
+                    wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children))
+                )
+            except OSError as exc:  # the health port is taken
+                raise CommandError(str(exc)) from None
+        try:
+            swarm.run()
+        finally:
+            if server is not None:
+                server.stop()
 
     def _run(self, owns_process: bool = True) -> None:
         import atexit
@@ -123,7 +218,10 @@ class Command(BaseCommand):
         # (its test tools detach close_old_connections for the same reason).
         if CloseOldConnections not in wurk.server_middleware:
             wurk.server_middleware.prepend(CloseOldConnections)
-        launcher = Launcher(wurk)
+        try:
+            launcher = Launcher(wurk)
+        except OSError as exc:  # the health port is taken: say which setting, not a traceback
+            raise CommandError(str(exc)) from None
         relay = None
         app = app_settings()
         if app.enqueue == "outbox":

@@ -286,6 +286,9 @@ class _Flush:
         self.wurk = wurk
         self.entries: list[_Entry] = []
         self.token = ""
+        #: The shard current when the block opened: the batch lives there, even when it is
+        #: written after the commit or by the retrier, outside the caller's ``via()`` block.
+        self.shard = wurk.shard
 
     def entry_for(self, batch: Batch) -> _Entry:
         for entry in self.entries:
@@ -361,6 +364,10 @@ class _Flush:
 
     def write(self) -> None:
         """One Lua call: check every batch, then write batches, callbacks and jobs."""
+        with self.wurk.via(self.shard):
+            self._write()
+
+    def _write(self) -> None:
         config = self.wurk.config
         if self.wurk.push_gates:
             # The block's jobs are written now, so the push gates (unique jobs) decide now.

@@ -98,6 +98,9 @@ class BatchClientMiddleware:
 
 
 class BatchServerMiddleware:
+    #: A job without a bid skips this middleware (see ``Chain.invoke``).
+    payload_keys = ("bid",)
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

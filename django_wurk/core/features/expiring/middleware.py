@@ -78,6 +78,9 @@ class ExpiryClientMiddleware:
 
 
 class ExpiryServerMiddleware:
+    #: A job without a deadline skips this middleware (see ``Chain.invoke``).
+    payload_keys = (EXPIRES_AT,)
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

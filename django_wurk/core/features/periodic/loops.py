@@ -105,6 +105,11 @@ class LoopSpec:
         """What one fire pushes: the job class's options, the entry's overrides and args."""
         return Setter(self.job_class, self.overrides).payload(self.args)
 
+    def delivery(self) -> dict[str, Any]:
+        """How one fire is delivered: the job class's shard, so a leader on one shard fires
+        jobs onto any."""
+        return Setter(self.job_class, self.overrides).delivery
+
 
 def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -138,7 +138,8 @@ class Loop:
         args = self.options.get("args", [])
         if not isinstance(args, list):
             raise ValueError(f"periodic loop {self.lid}: its args are not a list")
-        jid = self.wurk.client.push(Setter(job_class, overrides).payload(args))
+        setter = Setter(job_class, overrides)
+        jid = self.wurk.client.push(setter.payload(args), delivery=setter.delivery)
         if jid is not None:
             try:
                 record_fire(self.wurk.redis, self.lid, server_time(self.wurk.redis), jid)

@@ -1,5 +1,7 @@
 """The periodic service: each worker process's thread that campaigns and, as leader, fires.
 
+As leader it also runs the duties other features added (``duties.py``), after the loops.
+
 One thread, not two: leadership and firing share one clock and one error policy (a Redis
 outage is reported through the process's ``Outage`` and the pass is tried again a second
 later). It ticks every ``TICK_INTERVAL`` seconds, so an occurrence fires within about a
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from django_wurk.core.features.periodic import keys
+from django_wurk.core.features.periodic.duties import LeaderDuty
 from django_wurk.core.features.periodic.leader import Campaign
 from django_wurk.core.features.periodic.loops import LoopSpec
 from django_wurk.core.features.periodic.ticker import Ticker
@@ -39,6 +42,8 @@ class PeriodicService(Loop):
         super().__init__(wurk, outage)
         self.campaign = Campaign(wurk.scripts, identity, ttl, self._leader_ttl_left)
         self.ticker = Ticker(wurk, specs)
+        #: What other features have the leader do (``duties.py``), built once for this process.
+        self.duties: list[LeaderDuty] = [factory(wurk, identity) for factory in list(wurk.leader_duties)]
         #: Set when this process takes the lead; cleared once it has registered and pruned.
         self._in_office = False
 
@@ -62,6 +67,14 @@ class PeriodicService(Loop):
             self.ticker.take_office()
             self._in_office = True
         self.ticker.tick()
+        for duty in self.duties:
+            try:
+                duty.tick()
+            except RedisError:
+                raise
+            except Exception as exc:  # one duty's bug must stop neither the loops nor the others
+                logger.exception("leader duty %s failed", duty.name)
+                self.wurk.report_error(exc, {"context": f"leader duty {duty.name}"})
 
     def stop(self) -> None:
         super().stop()

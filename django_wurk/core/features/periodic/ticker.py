@@ -148,7 +148,7 @@ class Ticker:
             )
         fired_at = read_stamp(server_now) or now
         try:
-            jid = self.wurk.client.push(spec.payload())
+            jid = self.wurk.client.push(spec.payload(), delivery=spec.delivery())
         except Exception:
             logger.exception(
                 "periodic %s: the occurrence due at %s was claimed but its push failed; it is dropped",

@@ -52,6 +52,9 @@ def until(payload: Payload) -> str:
 
 
 class UniqueServerMiddleware:
+    #: A job with neither key skips this middleware (see ``Chain.invoke``).
+    payload_keys = ("unique_token", "unique_for")
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

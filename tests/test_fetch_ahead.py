@@ -1,0 +1,121 @@
+"""Reliable fetch takes a backlog several jobs per round trip, and loses none of them.
+
+One round trip per job is most of a busy worker's cost, so a fetch from a queue with a
+backlog moves up to ``FETCH_AT_MOST`` jobs into the private list at once, and the next
+fetches of any thread take them from memory. These tests pin what must not change with it:
+a short queue still goes one job per thread, every job taken is held (never mistaken for a
+stray), a quieting worker gives back what it did not start, and a worker runs each job once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django_wurk import Config, Wurk
+from django_wurk.core.worker import Launcher
+from django_wurk.core.worker.fetch import FETCH_AT_MOST, ReliableFetch, UnitOfWork, fetch_for
+from tests.conftest import wait_for
+from tests.jobsapp import jobs
+
+PRIVATE = "queue:sq|testhost:1:ahead|default"
+
+
+def fetcher(wurk: Wurk, config: Config) -> ReliableFetch:
+    made = fetch_for(config, wurk.redis, wurk.scripts, "testhost:1:ahead")
+    assert isinstance(made, ReliableFetch)
+    return made
+
+
+def args_of(unit: UnitOfWork | None) -> Any:
+    assert unit is not None
+    return json.loads(unit.raw)["args"][0]
+
+
+def test_a_backlog_is_taken_several_jobs_per_round_trip_in_order(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    unit = fetch.fetch()
+    assert args_of(unit) == 0
+    assert r.llen(PRIVATE) == FETCH_AT_MOST and r.llen("queue:default") == 40 - FETCH_AT_MOST
+    got = [0]
+    for _ in range(FETCH_AT_MOST - 1):  # from memory: no round trip, nothing acknowledged yet
+        unit = fetch.fetch(unit)
+        got.append(args_of(unit))
+    assert r.llen(PRIVATE) == FETCH_AT_MOST and len(fetch.held()) == FETCH_AT_MOST
+    unit = fetch.fetch(unit)  # the next round trip acknowledges the finished ones
+    got.append(args_of(unit))
+    assert got == list(range(FETCH_AT_MOST + 1))
+    assert r.llen(PRIVATE) == FETCH_AT_MOST  # the one running and the ones taken along
+    fetch.acknowledge(unit)
+    assert r.llen(PRIVATE) == FETCH_AT_MOST - 1 and len(fetch.held()) == FETCH_AT_MOST - 1
+    fetch.release()
+
+
+def test_a_short_queue_goes_one_job_per_fetch(wurk: Wurk, r: Any, test_config: Config) -> None:
+    jobs.echo.perform_bulk([(i,) for i in range(5)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=10))  # fewer waiting than threads
+    unit = fetch.fetch()
+    assert args_of(unit) == 0 and r.llen(PRIVATE) == 1 and r.llen("queue:default") == 4
+    fetch.acknowledge(unit)
+    fetch.release()
+
+
+def test_jobs_taken_along_go_back_when_the_thread_ends(wurk: Wurk, r: Any, test_config: Config) -> None:
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    unit = fetch.fetch()
+    fetch.acknowledge(unit)
+    fetch.release()  # a quieting worker starts no more jobs
+    assert r.llen(PRIVATE) == 0 and fetch.held() == []
+    # Back at the fetching end, in their order: the next fetch takes job 1.
+    assert [json.loads(x)["args"][0] for x in r.lrange("queue:default", -3, -1)] == [3, 2, 1]
+    again = fetcher(wurk, test_config.replace(concurrency=100))
+    assert args_of(again.fetch()) == 1
+    again.release()
+
+
+def test_jobs_taken_along_are_held_and_only_strays_are_pushed_back(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    wurk.configure(test_config.replace(concurrency=2))
+    manager = Launcher(wurk).manager  # not started: this thread plays a processor
+    fetch = manager.fetch
+    assert isinstance(fetch, ReliableFetch)
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    unit = fetch.fetch()
+    finished = fetch.fetch(unit)  # unit is finished, its acknowledgement not sent yet
+    private = fetch.private["default"]
+    stray = b'{"class":"echo","args":["stray"],"jid":"0123456789abcdef01234567","queue":"default"}'
+    r.lpush(private, stray)  # as a fetch whose reply was lost would leave it
+    assert manager.reclaim_strays()
+    assert r.llen(private) == FETCH_AT_MOST  # all taken along, running or finished: still there
+    assert r.lindex("queue:default", -1) == stray  # the stray alone went back, to be fetched next
+    fetch.acknowledge(finished)
+    fetch.release()
+
+
+def test_a_worker_runs_each_job_of_a_backlog_once(wurk: Wurk, r: Any, test_config: Config) -> None:
+    wurk.configure(test_config.replace(concurrency=3))
+    jobs.echo.perform_bulk([(i,) for i in range(300)])
+    worker = Launcher(wurk)
+    worker.start()
+    try:
+        wait_for(lambda: r.llen("seen:echo") == 300)
+    finally:
+        worker.stop()
+    assert sorted(json.loads(x)[0] for x in r.lrange("seen:echo", 0, -1)) == list(range(300))
+    assert [k for k in r.keys("queue:*") if b"|" in k] == []  # every private list emptied
+
+
+def test_after_a_long_job_a_thread_takes_one_job(wurk: Wurk, r: Any, test_config: Config) -> None:
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.short_job = 0.0  # every job counts as long
+    unit = fetch.fetch()
+    unit = fetch.fetch(unit)
+    assert args_of(unit) == 1 and r.llen(PRIVATE) == 1  # taken one at a time, acknowledged each time
+    fetch.acknowledge(unit)
+    fetch.release()

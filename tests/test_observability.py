@@ -1,0 +1,328 @@
+"""The health port of real ``runwurk`` processes: /metrics parsed by prometheus-client, /live, /ready."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from django_wurk import Wurk
+from tests import test_runwurk
+from tests.conftest import free_port, start_valkey, wait_for
+from tests.jobsapp import jobs
+from tests.test_runwurk import identity_of, start
+
+stop_later = test_runwurk.stop_later  # the fixture that kills subprocesses a test left running
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except OSError:
+        return 0, ""
+
+
+def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Every sample of /metrics, by name and labels, as prometheus-client's own parser reads it."""
+    status, text = get(port, "/metrics")
+    assert status == 200, text
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def sample(samples: dict[Any, float], name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def counts(port: int, name: str, job_class: str, queue: str) -> float:
+    return sample(scrape(port), name, **{"class": job_class, "queue": queue})
+
+
+def test_metrics_count_each_outcome_per_class_and_queue_and_the_probes_answer(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    proc = start(redis_url, "-c", "2", "-q", "critical", "-q", "default", "--health-port", str(port))
+    stop_later.append(proc)
+    identity = identity_of(r, proc.pid)
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
+    assert get(port, "/live")[0] == 200
+    assert get(port, "/nowhere")[0] == 404
+
+    for n in range(3):
+        jobs.echo.perform_async(n)
+    jobs.echo.set(queue="critical").perform_async("urgent")
+    jobs.always_fails.perform_async(1)  # retry=2: its first failure goes to the retry set
+    jobs.dies_at_once.perform_async(1)  # retry=0: straight to the dead set
+    jobs.fails_without_retry.perform_async(1)  # retry=False: neither retried nor dead
+    # A queue nobody works, whose oldest job waited 100 s.
+    r.sadd("queues", "parked")
+    old = {"class": "Parked", "args": [], "jid": "p1", "queue": "parked", "enqueued_at": time.time() - 100}
+    r.lpush("queue:parked", json.dumps(old))
+
+    echo = "tests.jobsapp.jobs.echo"
+    wait_for(lambda: counts(port, "wurk_jobs_processed_total", echo, "default") == 3, timeout=30)
+    samples = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(
+                s,
+                "wurk_jobs_failed_total",
+                **{"class": "tests.jobsapp.jobs.fails_without_retry", "queue": "default"},
+            )
+            == 1
+            and s
+        ),
+        timeout=30,
+    )
+
+    def of(name: str, job: str, queue: str = "default") -> float:
+        return sample(samples, name, **{"class": f"tests.jobsapp.jobs.{job}", "queue": queue})
+
+    assert of("wurk_jobs_processed_total", "echo", "critical") == 1
+    assert of("wurk_jobs_failed_total", "echo") == 0
+    assert of("wurk_jobs_processed_total", "always_fails") == 1
+    assert of("wurk_jobs_failed_total", "always_fails") == 1
+    assert of("wurk_jobs_retried_total", "always_fails") == 1
+    assert of("wurk_jobs_dead_total", "always_fails") == 0
+    assert of("wurk_jobs_retried_total", "dies_at_once") == 0
+    assert of("wurk_jobs_dead_total", "dies_at_once") == 1
+    assert of("wurk_jobs_retried_total", "fails_without_retry") == 0
+    assert of("wurk_jobs_dead_total", "fails_without_retry") == 0
+    # The duration histogram: cumulative buckets ending in +Inf, which is the count.
+    buckets = sorted(
+        (float(dict(labels)["le"]), value)
+        for (name, labels), value in samples.items()
+        if name == "wurk_job_duration_seconds_bucket"
+        and dict(labels)["class"] == "tests.jobsapp.jobs.echo"
+        and dict(labels)["queue"] == "default"
+    )
+    assert buckets[-1] == (float("inf"), 3)
+    assert [v for _, v in buckets] == sorted(v for _, v in buckets)
+    assert of("wurk_job_duration_seconds_count", "echo") == 3
+    # Read from Redis at scrape time.
+    assert sample(samples, "wurk_queue_size", queue="parked") == 1
+    assert 99 < sample(samples, "wurk_queue_latency_seconds", queue="parked") < 200
+    assert sample(samples, "wurk_queue_size", queue="default") == 0
+    assert sample(samples, "wurk_retry_set_size") == 1 and sample(samples, "wurk_dead_set_size") == 1
+    assert sample(samples, "wurk_redis_up") == 1 and sample(samples, "wurk_busy_threads") == 0
+
+    # Busy threads while a job runs.
+    jobs.sleepy.perform_async(2)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=15)
+
+    # Quiet (TSTP): not ready from the next heartbeat on, still live.
+    proc.send_signal(signal.SIGTSTP)
+    wait_for(lambda: r.hget(identity, "quiet") == b"true", timeout=15)
+    status, body = get(port, "/ready")
+    assert status == 503 and "quiet" in body
+    assert get(port, "/live")[0] == 200
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 0, stderr
+    assert get(port, "/live")[0] == 0  # the port closed with the process
+
+
+def test_ready_fails_while_redis_is_unreachable_and_live_does_not(
+    stop_later: list[subprocess.Popen[str]],
+) -> None:
+    server = start_valkey()
+    try:
+        port = free_port()
+        proc = start(f"{server.connection_url}/0", "-c", "1", "--health-port", str(port))
+        stop_later.append(proc)
+        wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
+        server.stop()
+        server = None
+        _, body = wait_for(lambda: (got := get(port, "/ready"))[0] == 503 and got, timeout=30)
+        assert "Redis is unreachable" in body
+        assert get(port, "/live")[0] == 200
+        samples = wait_for(
+            lambda: (s := scrape(port)) and sample(s, "wurk_redis_errors_total") > 0 and s, timeout=30
+        )
+        assert sample(samples, "wurk_redis_up") == 0  # /metrics still answers, and says so
+    finally:
+        if server is not None:
+            server.stop()
+
+
+def test_a_swarm_serves_the_sum_of_its_children(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    port = free_port()
+    # Basic fetch: the job of the child killed below is lost rather than run again, so the
+    # busy gauge's fall to 0 is the dead child's gauge leaving, not a gap between two runs.
+    proc = start(redis_url, "-P", "2", "-c", "1", "-t", "2", "--health-port", str(port), WURK_FETCH="basic")
+    stop_later.append(proc)
+    try:
+        swarm_checks(r, port, proc)
+    finally:
+        # Killing a supervisor leaves its children running (and taking later tests' jobs).
+        children = child_pids(proc.pid)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def child_pids(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def swarm_checks(r: Any, port: int, proc: subprocess.Popen[str]) -> None:
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
+    assert get(port, "/live")[0] == 200
+    # One thread per child: two sleeping jobs run in both children at once.
+    jobs.sleepy.perform_async(3)
+    jobs.sleepy.perform_async(3)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 2, timeout=30)
+    sleepy = {"class": "tests.jobsapp.jobs.sleepy", "queue": "default"}
+    wait_for(lambda: sample(scrape(port), "wurk_jobs_processed_total", **sleepy) == 2, timeout=30)
+    for n in range(6):
+        jobs.echo.perform_async(n)
+    echo = {"class": "tests.jobsapp.jobs.echo", "queue": "default"}
+    wait_for(lambda: sample(scrape(port), "wurk_jobs_processed_total", **echo) == 6, timeout=30)
+
+    # A child killed mid-job: its counts stay, its busy thread does not, its successor is ready.
+    jobs.sleepy.perform_async(30)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=30)
+    busy_pid = wait_for(  # the busy child's work hash is written at its next heartbeat
+        lambda: next(
+            (int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")),
+            None,
+        ),
+        timeout=15,
+    )
+    os.kill(busy_pid, signal.SIGKILL)
+    wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 0, timeout=30)
+    samples = scrape(port)
+    assert sample(samples, "wurk_jobs_processed_total", **echo) == 6
+    assert sample(samples, "wurk_jobs_processed_total", **sleepy) == 2
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=60)
+    # TSTP reaches every child: the pod is no longer ready, the supervisor still live.
+    proc.send_signal(signal.SIGTSTP)
+    wait_for(lambda: get(port, "/ready")[0] == 503, timeout=30)
+    assert "quiet" in get(port, "/ready")[1] and get(port, "/live")[0] == 200
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 0, stderr
+
+
+def test_a_bad_health_port_fails_at_start_up_naming_it(redis_url: str) -> None:
+    proc = start(redis_url, WURK_HEALTH_PORT="70000")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "HEALTH_PORT" in stderr and "70000" in stderr
+
+
+def test_json_logs_carry_each_jobs_jid_class_queue_duration_and_outcome(
+    wurk: Wurk, r: Any, redis_url: str, tmp_path: Any, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    logfile = tmp_path / "worker.log"
+    proc = start(redis_url, "-c", "1", "--log-format", "json", "--logfile", str(logfile))
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    ok = jobs.echo.perform_async("x")
+    bad = jobs.fails_without_retry.perform_async(1)
+
+    def last_lines() -> dict[str, dict[str, Any]] | None:
+        records = [json.loads(line) for line in logfile.read_text().splitlines() if line.startswith("{")]
+        ends = {rec["ctx"]["jid"]: rec["ctx"] for rec in records if "outcome" in rec.get("ctx", {})}
+        return ends if len(ends) == 2 else None
+
+    ends = wait_for(last_lines, timeout=30)
+    assert ends[ok]["outcome"] == "done" and ends[bad]["outcome"] == "fail"
+    assert ends[ok]["job_class"] == "tests.jobsapp.jobs.echo" and ends[ok]["queue"] == "default"
+    assert all(isinstance(e["duration"], float) and e["duration"] >= 0 for e in ends.values())
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    for line in logfile.read_text().splitlines():
+        json.loads(line)  # every line, not only the job lines
+
+
+def test_statsd_gets_sidekiq_pros_names_over_udp(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+    agent.settimeout(0.2)
+    proc = start(
+        redis_url, "-c", "1", WURK_STATSD_HOST="127.0.0.1", WURK_STATSD_PORT=str(agent.getsockname()[1])
+    )
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    jobs.echo.perform_async(1)
+    jobs.always_fails.perform_async(1)
+    lines: list[str] = []
+
+    def received() -> bool:
+        with contextlib.suppress(TimeoutError):
+            lines.extend(agent.recv(65536).decode().splitlines())
+        return sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2 and any(
+            line.startswith("sidekiq.jobs.retried:") for line in lines
+        )
+
+    try:
+        wait_for(received, timeout=30)
+    finally:
+        agent.close()
+    echo = "|#worker:tests.jobsapp.jobs.echo,queue:default"
+    fails = "|#worker:tests.jobsapp.jobs.always_fails,queue:default"
+    assert f"sidekiq.jobs.count:1|c{echo}" in lines and f"sidekiq.jobs.success:1|c{echo}" in lines
+    assert f"sidekiq.jobs.failure:1|c{fails}" in lines and f"sidekiq.jobs.retried:1|c{fails}" in lines
+    assert f"sidekiq.jobs.success:1|c{fails}" not in lines
+    timing = next(line for line in lines if line.startswith("sidekiq.jobs.perform:") and line.endswith(echo))
+    assert float(timing.split(":", 1)[1].split("|")[0]) >= 0 and "|ms|" in timing
+
+
+def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = start(redis_url, "--health-port", str(port), WURK_HEALTH_BIND="127.0.0.1")
+        _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and f"HEALTH_PORT: cannot listen on 127.0.0.1:{port}" in stderr
+    assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("HEALTH_PORT", -1),
+        ("HEALTH_PORT", 65536),
+        ("HEALTH_BIND", ""),
+        ("READY_WINDOW", 0),
+        ("READY_WINDOW", float("nan")),
+        ("STATSD_PORT", 0),
+        ("STATSD_PREFIX", "a|b"),
+        ("STATSD_PREFIX", ""),
+    ],
+)
+def test_bad_observability_settings_are_refused_by_name(name: str, value: Any) -> None:
+    from django_wurk.conf import Settings
+    from django_wurk.core.config import ConfigError
+
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_mapping({name: value})
