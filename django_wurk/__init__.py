@@ -13,9 +13,13 @@ from django_wurk.core.config import Config, ConfigError, QueueSpec
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
 from django_wurk.core.features import expiring as _expiring  # noqa: F401 - declares set(expires_in=...)
 from django_wurk.core.features import limiters as _limiters  # noqa: F401 - reschedules rate-limited jobs
+from django_wurk.core.features import status as _status  # noqa: F401 - declares track=True
+from django_wurk.core.features import timeouts as _timeouts  # noqa: F401 - declares timeout=...
 from django_wurk.core.features import unique as _unique  # noqa: F401 - declares unique_for/unique_until
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
 from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
+from django_wurk.core.features.status import current_status
+from django_wurk.core.features.timeouts import TimedOut
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
@@ -33,10 +37,12 @@ __all__ = [
     "JobFunction",
     "QueueSpec",
     "Setter",
+    "TimedOut",
     "TimestampStyle",
     "UnknownJobError",
     "Wurk",
     "__version__",
+    "current_status",
     "job",
     "wurk",
 ]

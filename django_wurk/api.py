@@ -25,6 +25,7 @@ from django_wurk.core.features.batches import BatchSet, DeadBatchSet
 from django_wurk.core.features.history import History, QueueGauge, Snapshot
 from django_wurk.core.features.limiters import LimiterInfo, LimiterSet
 from django_wurk.core.features.periodic import Loop, LoopFire, LoopSet, current_leader
+from django_wurk.core.features.status import JobStatus
 from django_wurk.core.features.unique import lock_owner as unique_lock_owner
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "DeadSet",
     "History",
     "JobRecord",
+    "JobStatus",
     "LimiterInfo",
     "LimiterSet",
     "Loop",

@@ -95,6 +95,8 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
         "BatchServerMiddleware",
         "RecordRevoked",
         "ExpiryServerMiddleware",
+        "StatusServerMiddleware",  # inside expiry: a skipped job is never "running"
+        "TimeoutServerMiddleware",  # the limit is for the job itself, not the features around it
         "EncryptionServerMiddleware",
     ]
     assert json.loads(r.lindex("seen:server-middleware", 0)) == middleware

@@ -120,6 +120,8 @@ class Config:
     batch_linger: int = 24 * 3600
     #: The most entries the ``batches`` and ``dead-batches`` indexes keep (oldest trimmed first).
     batch_index_max: int = 1_000_000
+    #: Seconds a ``track=True`` job's status (``status:<jid>``) is kept after its last change.
+    status_retention: int = 1800
     #: Keys for ``encrypt=True`` jobs, by version: ``{version: key}`` in settings (a key is 32
     #: raw bytes or their base64), ``"1:<base64>,2:<base64>"`` in the environment. Read into
     #: ``((version, key), ...)``; never shown by ``repr()``.
@@ -410,6 +412,7 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "batch_expires_in",
         "batch_linger",
         "batch_index_max",
+        "status_retention",
         "push_wait_replicas",
     ):
         return parse_number(key, raw, int)
@@ -490,6 +493,7 @@ def _validate(c: Config) -> None:
         "BATCH_EXPIRES_IN": c.batch_expires_in,
         "BATCH_LINGER": c.batch_linger,
         "BATCH_INDEX_MAX": c.batch_index_max,
+        "STATUS_RETENTION": c.status_retention,
         "PUSH_WAIT_TIMEOUT": c.push_wait_timeout,
     }
     for key, value in positive.items():

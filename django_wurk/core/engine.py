@@ -80,6 +80,9 @@ class Wurk:
         #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
         #: and starts and stops what it returns, so the worker never names a feature.
         self.services: list[Callable[..., Any]] = []
+        #: Like ``services``, for a feature that must act on the running jobs (timeouts): each
+        #: factory also gets the process's ``JobControl`` (``django_wurk.core.worker.service``).
+        self.watchers: list[Callable[..., Any]] = []
         #: What the fleet's one leader does while it leads: factories ``factory(wurk, identity)``
         #: of duties whose ``tick()`` the leader's service calls on each of its passes (the
         #: periodic feature campaigns; ``core/features/periodic/duties.py``). Historical metrics are one.
@@ -153,6 +156,7 @@ class Wurk:
         retries = list(self.retry_handlers)
         gates = list(self.push_gates)
         services = list(self.services)
+        watchers = list(self.watchers)
         duties = list(self.leader_duties)
         try:
             with ExitStack() as stack:
@@ -165,6 +169,7 @@ class Wurk:
             self.retry_handlers[:] = retries
             self.push_gates[:] = gates
             self.services[:] = services
+            self.watchers[:] = watchers
             self.leader_duties[:] = duties
             with self._lock:
                 self._drop_connections()

@@ -24,6 +24,7 @@ from django_wurk.dashboard.views import (
     queues,
     sets,
 )
+from django_wurk.dashboard.views import status as job_status
 
 
 class SetConverter:
@@ -104,6 +105,7 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
             action(periodic.enqueue_now, "periodic"),
             name=url_name("loop_enqueue"),
         ),
+        path("status/<wurk_text:jid>/", page(job_status.page, ""), name=url_name("job_status")),
         path("metrics/", page(metrics.index, "metrics"), name=url_name("metrics")),
         # Not under metrics/: any text there is a job class's name.
         path("history/", page(history.history, "metrics"), name=url_name("history")),

@@ -242,6 +242,14 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
                    ("list", []), ("true", True)],
     "encrypt": [("true, plain args", True), ("string true", "true"), ("1", 1), ("object", {"a": 1}),
                 ("false", False)],
+    # Timeouts: none of these is a limit (the job runs without one, with a warning); a real
+    # limit that is huge must not overflow the deadline either.
+    "timeout": [("abc", "abc"), ("numeric text", "30"), ("-1", -1), ("0", 0), ("nan", "nan"), ("list", [30]),
+                ("object", {}), ("true", True), ("400 digits", Raw("9" * 400)), ("1e308", 1e308),
+                ("a day", 86400)],
+    # Job status: only true tracks (these are not), and a tracked job's status writes never
+    # stop or multiply it.
+    "track": [("string true", "true"), ("1", 1), ("object", {}), ("list", [True]), ("true", True)],
 }  # fmt: skip
 
 
@@ -669,7 +677,7 @@ class Draft:
 MUTABLE_FIELDS = (
     "class", "args", "jid", "queue", "retry", "created_at", "enqueued_at", "wrapped", "retry_count",
     "backtrace", "error_message", "error_class", "failed_at", "retried_at", "error_backtrace",
-    "retry_for", "retry_queue", "dead", "recovered", "tags",
+    "retry_for", "retry_queue", "dead", "recovered", "tags", "timeout",
 )  # fmt: skip
 
 

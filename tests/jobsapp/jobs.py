@@ -213,6 +213,25 @@ class PeriodicTick(Job):
         record("periodic", {"label": label, "jid": self.jid})
 
 
+@job(timeout=1, retry=3)
+def hang_in_recv(marker: str, port: int) -> None:
+    """Blocks in C (``recv`` on a socket whose peer never sends) past its timeout."""
+    import socket
+
+    wurk.redis.rpush("timeouts:started", marker)
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.recv(1)
+    wurk.redis.rpush("timeouts:returned", marker)
+
+
+@job(retry=3)
+def slow_mark(marker: str, seconds: float) -> None:
+    """Runs ``seconds``, then records that it finished (a job killed on the way never does)."""
+    wurk.redis.rpush("timeouts:slow-started", marker)
+    time.sleep(seconds)
+    wurk.redis.rpush("timeouts:slow-done", marker)
+
+
 @job
 def logs_to_file(path: str, n: int) -> None:
     """Appends ``n`` to a file: a record of the run that no Redis failover can lose."""

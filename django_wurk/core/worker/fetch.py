@@ -86,6 +86,14 @@ class Fetch(Protocol):
     def release(self) -> None:
         """The calling processor thread is ending: give back its connection."""
 
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
+
+        ``unit`` (None when its outcome could not be recorded) and the jobs the thread finished
+        before are acknowledged, and the thread holds nothing from now on: it never touches
+        the fetch again, even if it comes back.
+        """
+
 
 class QueueOrder:
     def __init__(self, config: Config) -> None:
@@ -248,6 +256,9 @@ class BasicFetch:
     def release(self) -> None:
         """Nothing held: every fetch goes through the pool."""
 
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """Nothing to acknowledge, nothing held."""
+
     def requeue(self, units: list[UnitOfWork]) -> None:
         self.push_back(units)
 
@@ -280,9 +291,11 @@ class _Thread:
     list, and held: ``ReliableFetch.held`` counts them.
     """
 
-    __slots__ = ("current", "done", "handed_at", "line", "scripts")
+    __slots__ = ("current", "done", "handed_at", "line", "scripts", "thread")
 
     def __init__(self, line: Line) -> None:
+        #: The thread it serves, so that ``ReliableFetch.abandon`` can find it from another one.
+        self.thread = threading.current_thread()
         self.line = line
         self.scripts = Scripts(line.call)
         self.current: UnitOfWork | None = None
@@ -414,6 +427,38 @@ class ReliableFetch:
         pipe.execute()
         with self._lock:
             del mine.done[: len(done)]
+
+    def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
+        """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
+
+        Called from another thread (the watchdog's): the stuck one is left to itself. Its
+        job ``unit``, whose failure is recorded (None when it could not be: it then stays in
+        the private list, held by no one, for a stray sweep or the stop to push back), and
+        the finished jobs it had not acknowledged yet are removed from the private lists;
+        only then is its share retired, so a stray sweep in between still sees them held and
+        never pushes them back. From then on ``held`` reports nothing of it, its connection
+        is back in the pool, and the thread, if it ever returns, leaves the fetch alone
+        (``Processor``); the thread put in its place gets a share of its own.
+        If Redis does not answer, the error propagates and the share stays as it was.
+        """
+        with self._lock:
+            mine = next((share for share in self._threads if share.thread is thread), None)
+            done = list(mine.done) if mine is not None else []
+        if unit is not None and not any(u is unit for u in done):
+            done.append(unit)
+        if done:
+            pipe = self.redis.pipeline(transaction=False)
+            for finished in done:
+                pipe.lrem(self.private[finished.queue], -1, finished.raw)
+            pipe.execute()
+        if mine is None:
+            return
+        with self._lock:
+            mine.current = None
+            mine.done.clear()
+            if mine in self._threads:
+                self._threads.remove(mine)
+        mine.line.close()
 
     def release(self) -> None:
         """The calling thread is done: give back its connection, and the ready jobs.

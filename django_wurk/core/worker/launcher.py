@@ -24,13 +24,17 @@ import threading
 import time
 import traceback
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+from redis.exceptions import RedisError
+
+from django_wurk.core import keys
 from django_wurk.core.worker.heartbeat import Heartbeat
 from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.reaper import Reaper
 from django_wurk.core.worker.scheduler import Poller
+from django_wurk.core.worker.service import REPLACE_ME, build_watchers, supervised
 from django_wurk.core.worker.service import build as build_services
 from django_wurk.core.worker.stats import Stats
 from django_wurk.core.worker.work import WorkSets
@@ -73,6 +77,11 @@ class Launcher:
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
+        #: True under ``runwurk -P N`` with reliable fetch: the supervisor replaces this process
+        #: when it exits, and the jobs it was running are recovered. With basic fetch they
+        #: would be lost with it, so such a process never offers to be replaced.
+        self.supervised = supervised() and self.config.fetch == "reliable"
+        self.services += build_watchers(wurk, self.identity, self.outage, self)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -158,6 +167,41 @@ class Launcher:
         return sum(
             manager.stop(max(0.0, deadline - time.monotonic()), self.hurry) for manager in self.managers
         )
+
+    # JobControl (what watchers may do, see ``worker.service``) ---------------------------
+
+    def abandon(
+        self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
+    ) -> bool:
+        """Give up on ``thread``'s job through the capsule whose processor runs it (see ``JobControl``).
+
+        Each capsule's manager knows only its own running jobs, so the first that finds the
+        thread settles it; the others return False without touching anything.
+        """
+        if not any(manager.abandon(thread, job, failure, replace=replace) for manager in self.managers):
+            return False
+        if not replace:  # the process is about to be replaced: no capsule takes another job
+            for manager in self.managers:
+                manager.quiet()
+        return True
+
+    def replace_process(self, reason: str) -> NoReturn:
+        """Leave the process set and exit now, stuck threads and all (see ``JobControl``).
+
+        The process hash goes too, so the next reaper pass (the replacement's start-up
+        sweep) sees this process dead at once and recovers its private lists, instead of
+        waiting ``PROCESS_DEAD_AFTER`` for the heartbeat to age.
+        """
+        logger.error("replacing worker process %s: %s", self.identity, reason)
+        try:
+            pipe = self.wurk.redis.pipeline(transaction=True)
+            pipe.srem(keys.PROCESSES, self.identity)
+            pipe.unlink(self.identity, keys.work(self.identity), keys.legacy_workers(self.identity))
+            pipe.execute()
+        except RedisError as exc:  # recovery then waits for the heartbeat to age: slower, still sure
+            logger.error("could not deregister %s before exiting: %s", self.identity, exc)
+        logging.shutdown()
+        os._exit(REPLACE_ME)
 
     def _stop_services(self) -> None:
         for service in self.services:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from redis.exceptions import RedisError
 
-from django_wurk.core import coroutines
+from django_wurk.core import coroutines, wire
 from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.processor import Processor, Shutdown
+from django_wurk.core.worker.processor import ACKNOWLEDGE_WITHIN, Processor, Shutdown
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
 from django_wurk.core.worker.work import WorkSet
@@ -102,6 +102,75 @@ class Manager:
                 return
         if not self.quieting.is_set():
             self._spawn(index)
+
+    def abandon(
+        self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
+    ) -> bool:
+        """Give up on the job ``thread`` is running: record ``failure`` as its outcome, and
+        put a new processor thread in that one's place.
+
+        For a job that will not come back (blocked in C code or a socket past its limit):
+        Python cannot stop a thread, so the thread is left to itself; if it ever returns it
+        records nothing (``Processor`` sees the job abandoned) and ends. The failure goes
+        through the retry handler like any other, then the job is acknowledged, so it is
+        neither lost nor run again by a reliable-fetch recovery. False if the job's thread
+        got back first: its own outcome stands. ``replace=False`` (the process is about to be
+        replaced) quiets the manager instead of starting a thread.
+        """
+        work = self.work.abandon(thread)
+        if work is None:
+            return False
+        if not replace:
+            self.quiet()  # the process is about to be replaced: take no job it would not finish
+        with self._lock:
+            owner = next((p for p in self.processors if p.thread is thread), None)
+        unit = work.unit
+        try:
+            payload = wire.loads(unit.raw)
+        except wire.PayloadError:
+            payload = {}
+        name = wire.job_display_class(payload) if payload else "?"
+        self.stats.record(name, (time.time() - work.run_at) * 1000, True, time.time())
+        self.wurk.report_error(
+            failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue}
+        )
+        recorder = owner if owner is not None else self._recorder()
+        recorded = recorder.record_failure(unit, job, failure)
+
+        def give_up(exc: RedisError) -> None:
+            logger.error("could not acknowledge an abandoned job (%s); it may run again", exc)
+
+        # Through the fetch, on the stuck thread's behalf: the job leaves the private list and
+        # then the fetch's held jobs (until then a stray sweep still sees it held).
+        self.outage.ride_out(
+            lambda: self.fetch.abandon(thread, unit if recorded else None),
+            time.monotonic() + ACKNOWLEDGE_WITHIN,
+            give_up,
+        )
+        # Only now: until the job is acknowledged, its processor still holds it, so a stray
+        # sweep (``reclaim_strays``) cannot take it for a lost fetch and push it back.
+        if owner is not None:
+            with self._lock:
+                if owner in self.processors:
+                    self.processors.remove(owner)
+            if replace and not self.quieting.is_set():
+                self._spawn(owner.index)
+        return True
+
+    def _recorder(self) -> Processor:
+        """A processor object that is never started, for its outcome-recording methods."""
+        return Processor(
+            self.wurk,
+            -1,
+            fetch=self.fetch,
+            retry=self.retry,
+            stats=self.stats,
+            outage=self.outage,
+            work=self.work,
+            quieting=self.quieting,
+            on_died=lambda p: None,
+            on_fetch_lost=lambda: True,
+        )
 
     def reclaim_strays(self) -> bool:
         """Push back jobs in this process's private lists that none of its threads holds.

@@ -25,7 +25,7 @@ from django_wurk.core.worker.fetch import Fetch, UnitOfWork
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
-from django_wurk.core.worker.work import WorkSet
+from django_wurk.core.worker.work import Work, WorkSet
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -39,6 +39,11 @@ ACKNOWLEDGE_WITHIN = 10.0
 
 class Shutdown(BaseException):
     """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
+
+
+class Abandoned(BaseException):
+    """This thread's job was given up on while it ran (``Manager.abandon``): its outcome is
+    recorded and another thread has taken this one's place, so this one only ends."""
 
 
 class Interrupted(BaseException):
@@ -133,6 +138,7 @@ class Processor:
         # list) before the connection died, e.g. when Redis is stopped between a command and
         # its reply. Nobody else takes jobs from a live worker, so we look for it ourselves.
         stray_check = False
+        abandoned = False
         try:
             while not self.quieting.is_set():
                 try:
@@ -155,14 +161,19 @@ class Processor:
                 # next fetch no longer holds it
         except Shutdown:
             pass
+        except Abandoned:
+            # Its job was settled for it and its share of the fetch retired (``Manager.abandon``):
+            # anything it acknowledged or pushed back now could be another thread's.
+            abandoned = True
         except Exception as exc:
             # Nothing above should raise; if it does, say so loudly and let the manager replace us.
             logger.exception("processor thread crashed")
             self.wurk.report_error(exc, {"context": "processor thread"})
             self.on_died(self)
         finally:
-            self._acknowledge(pending)  # and every finished job handed to the fetch before
-            self.fetch.release()
+            if not abandoned:
+                self._acknowledge(pending)  # and every finished job handed to the fetch before
+                self.fetch.release()
             coroutines.close_thread_loop()
 
     def _fetch_ended(self) -> None:
@@ -183,14 +194,25 @@ class Processor:
         """Run one job; True once its outcome is recorded (so it can be acknowledged)."""
         work = self.work.start(self.tid, unit, self.thread)
         try:
-            done = self._process(unit)
+            done = self._process(unit, work)
             self.work.done(self.tid, work)
-        except BaseException:  # Shutdown, or a bug: the job is not running any more either way
+        except BaseException:  # Shutdown, Abandoned, or a bug: the job is not running any more either way
             self.work.end(self.tid)
             raise
         return done
 
-    def _process(self, unit: UnitOfWork) -> bool:
+    def _settle(self, work: Work) -> None:
+        """Back from the job: stop here if it was abandoned meanwhile (see ``Abandoned``)."""
+        if not self.work.settle(work):
+            raise Abandoned  # its failure was recorded and acknowledged for it
+
+    def record_failure(self, unit: UnitOfWork, job: object, exc: BaseException) -> bool:
+        """Hand a failed job to the retry handler (retry set, dead set or discard)."""
+        return self._record_outcome(
+            functools.partial(self.retry.handle, unit.raw, unit.queue, job, exc), unit, exc
+        )
+
+    def _process(self, unit: UnitOfWork, work: Work) -> bool:
         wurk = self.wurk
         try:
             payload = wire.loads(unit.raw)
@@ -210,6 +232,7 @@ class Processor:
         try:
             execution.run()
         except Interrupted:
+            self._settle(work)  # an abandoned job's thread pushes nothing back either
             if log:
                 job_logger.info(
                     "interrupted: pushed back to resume later",
@@ -219,6 +242,7 @@ class Processor:
         except Shutdown:
             raise
         except Exception as exc:
+            self._settle(work)
             elapsed = (time.monotonic() - started) * 1000
             self.stats.record(job_class_name, elapsed, True, time.time())
             if log:
@@ -230,9 +254,8 @@ class Processor:
                     extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "fail"},
                 )
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
-            return self._record_outcome(
-                functools.partial(self.retry.handle, unit.raw, unit.queue, execution.job, exc), unit, exc
-            )
+            return self.record_failure(unit, execution.job, exc)
+        self._settle(work)
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:

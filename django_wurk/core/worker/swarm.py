@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
+from django_wurk.core.worker.service import REPLACE_ME, mark_supervised
+
 logger = logging.getLogger("django_wurk.swarm")
 
 FORWARDED = {"TSTP": signal.SIGTSTP, "TTIN": signal.SIGTTIN}
@@ -87,6 +89,7 @@ class Swarm:
             for sig in SUPERVISED:
                 signal.signal(sig, signal.SIG_DFL)
             code = 1
+            mark_supervised()
             try:
                 self.after_fork()
                 code = self.run_child(index)
@@ -155,6 +158,9 @@ class Swarm:
         for child, code in self.reap():
             if child.stopping:
                 logger.info("worker process %d (slot %d) exited (%s)", child.pid, child.index, code)
+            elif code == REPLACE_ME:
+                # It asked for it (a job it could not stop, see worker.service): not a crash.
+                logger.warning("worker process %d (slot %d) asked to be replaced", child.pid, child.index)
             else:
                 logger.error(
                     "worker process %d (slot %d) died (exit %s); replacing it", child.pid, child.index, code

@@ -24,7 +24,7 @@ from django_wurk.core.worker.fetch import UnitOfWork
 class Work:
     """A job being run, as the heartbeat reports it. One is made per job: a plain class."""
 
-    __slots__ = ("finished", "run_at", "thread", "unit")
+    __slots__ = ("abandoned", "finished", "run_at", "settled", "thread", "unit")
 
     def __init__(self, unit: UnitOfWork, thread: threading.Thread, run_at: int | None = None) -> None:
         self.unit = unit
@@ -32,6 +32,11 @@ class Work:
         self.run_at = int(time.time()) if run_at is None else run_at
         #: Its outcome is recorded: pushing it back now would run it twice.
         self.finished = False
+        #: Its thread is back from the job and records the outcome itself: too late to abandon it.
+        self.settled = False
+        #: Given up on while still running (``WorkSet.abandon``): its outcome was recorded for it,
+        #: and whatever its thread does if it ever comes back is ignored.
+        self.abandoned = False
 
 
 class WorkSet:
@@ -69,12 +74,46 @@ class WorkSet:
             work.finished = True
 
     def done(self, tid: str, work: Work) -> None:
-        """``finish(work)`` and ``end(tid)`` in one step, for the job that ended normally."""
+        """``finish(work)`` and ``end(tid)`` in one step, for the job that ended normally.
+
+        An abandoned job already left the busy set and its outcome was recorded for it: its
+        thread, if it ever gets here, must change nothing (``tid`` may be reused by then).
+        """
         with self._lock:
+            if work.abandoned:
+                return
             work.finished = True
-            self._busy.pop(tid, None)
+            if self._busy.get(tid) is work:
+                del self._busy[tid]
         if not self.changed.is_set():
             self.changed.set()
+
+    def settle(self, work: Work) -> bool:
+        """The job's thread is back from the job: True if the outcome is still its to record.
+
+        False when the job was abandoned meanwhile: its outcome was recorded for it, and the
+        thread must record nothing and end (another thread already took its place).
+        """
+        with self._lock:
+            if work.abandoned:
+                return False
+            work.settled = True
+            return True
+
+    def abandon(self, thread: threading.Thread) -> Work | None:
+        """Give up on the job ``thread`` runs, unless its thread is already back from it.
+
+        The job leaves the busy set at once (the stop will not push it back, the heartbeat
+        no longer shows it) and is marked so that its thread, if it ever returns, records
+        nothing. Returns the job, or None if there was nothing left to give up on.
+        """
+        with self._lock:
+            for tid, work in self._busy.items():
+                if work.thread is thread and not (work.settled or work.finished or work.abandoned):
+                    work.abandoned = work.finished = True
+                    del self._busy[tid]
+                    return work
+        return None
 
     def snapshot(self) -> dict[str, Work]:
         with self._lock:

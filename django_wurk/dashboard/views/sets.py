@@ -195,6 +195,7 @@ def detail(request: HttpRequest, site: AdminSite, kind: str, key: str) -> HttpRe
         "raw_text": entry.raw.decode("utf-8", "replace") if shown is None else "",
         "activejob": {n: v for n, v in aj.items() if n != "arguments"} if aj is not None else None,
         "encrypted": bool(entry.get("encrypt")),
+        "tracked": entry.get("track") is True and bool(entry.jid),
         "actions": [(a, VERBS[a][0]) for a in k.actions],
         "list_url": list_url(site, k),
         "crumbs": [(k.title, list_url(site, k))],

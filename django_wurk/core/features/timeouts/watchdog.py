@@ -1,0 +1,199 @@
+"""The watchdog: stops a job that runs past its ``timeout``.
+
+The server middleware enters every job with a usable ``timeout`` in a ``Deadlines`` table
+(the process's, shared with the watchdog) and takes it out when the job returns. The
+watchdog, a thread in every worker process, looks at the table every ``TICK`` seconds:
+
+1. At the deadline it raises ``TimedOut`` inside the job's thread. Python code (a loop, a
+   sleep in short steps, an ``async def`` job) stops at its next bytecode: the job fails
+   like any job that raised, through every middleware, and the retry handler decides.
+2. ``GRACE`` seconds later, if the job still has not returned, it is blocked in C code or a
+   socket where no exception reaches it. The watchdog gives up on it: ``TimedOut`` is
+   recorded as its outcome (retry set, dead set or discard, by its retry rules, exactly
+   once), the job is acknowledged, and then
+   * in a plain worker (``runwurk``, ``-P 1``) the stuck thread is left running as a
+     daemon and a new thread takes its slot; if it ever returns, it records nothing;
+   * in a swarm child (``runwurk -P N``) the process leaves the process set and exits,
+     and the supervisor starts a fresh one: the stuck thread dies with it, and the
+     process's other running jobs are recovered from its private list by the reaper.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django_wurk.core import coroutines, wire
+from django_wurk.core.features.timeouts.errors import for_limit
+from django_wurk.core.features.timeouts.option import TIMEOUT, absent, seconds
+from django_wurk.core.wire import Payload
+from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.service import JobControl
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from django_wurk.core.engine import Wurk
+    from django_wurk.core.job import Job
+
+logger = logging.getLogger("django_wurk.timeouts")
+
+#: How often the watchdog looks (seconds): a job is stopped at most this late.
+TICK = 0.1
+#: How long a job has, after ``TimedOut`` was raised in its thread, to return before it is
+#: given up on as blocked in C code.
+GRACE = 1.0
+
+
+@dataclass(eq=False)
+class Running:
+    """One job with a limit, from the moment it starts until its thread returns."""
+
+    thread: threading.Thread
+    job: Any
+    payload: Payload
+    limit: float
+    deadline: float
+    #: Held while the watchdog acts on the job and while its thread leaves, so the two never cross.
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: When ``TimedOut`` was raised in the thread (monotonic), if it was.
+    fired: float | None = None
+    #: The thread returned (set under ``lock``): nothing may be done to it any more.
+    left: bool = False
+    #: The job was given up on: its outcome is recorded.
+    abandoned: bool = False
+
+
+def _raise_in(thread: threading.Thread, exc: type[BaseException] | None) -> None:
+    """Raise ``exc`` in ``thread`` at its next bytecode (``None`` cancels one not raised yet)."""
+    if thread.ident is None:
+        return
+    obj = ctypes.py_object(exc) if exc is not None else ctypes.c_void_p(0)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), obj)
+    if exc is not None:
+        coroutines.wake(thread)  # an async job's loop may be asleep in select()
+
+
+class Deadlines:
+    """The jobs of this process that run with a limit, by thread (one job per thread)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[threading.Thread, Running] = {}
+
+    def enter(self, job: Any, payload: Payload, limit: float) -> Running:
+        thread = threading.current_thread()
+        entry = Running(thread, job, payload, limit, time.monotonic() + limit)
+        with self._lock:
+            self._running[thread] = entry
+        return entry
+
+    def leave(self, entry: Running) -> None:
+        """The job's thread is back (returned or raised). Waits for the watchdog if it is
+        acting on this job right now, then cancels a ``TimedOut`` raised too late to land."""
+        with entry.lock:
+            entry.left = True
+            if entry.fired is not None:
+                _raise_in(entry.thread, None)
+        with self._lock:
+            if self._running.get(entry.thread) is entry:
+                del self._running[entry.thread]
+
+    def overdue(self, now: float) -> list[Running]:
+        with self._lock:
+            return [e for e in self._running.values() if e.deadline <= now]
+
+    def forget(self, entry: Running) -> None:
+        with self._lock:
+            if self._running.get(entry.thread) is entry:
+                del self._running[entry.thread]
+
+
+class TimeoutServerMiddleware:
+    """Enters a job with a usable ``timeout`` in the process's ``Deadlines`` while it runs."""
+
+    def __init__(self, wurk: Wurk, deadlines: Deadlines) -> None:
+        self.wurk = wurk
+        self.deadlines = deadlines
+
+    def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
+        value = payload.get(TIMEOUT)
+        limit = seconds(value)
+        if limit is None:
+            if not absent(value):
+                logger.warning(
+                    "job %r (%s) has timeout %.60r, not seconds > 0: it runs without a limit",
+                    payload.get("jid", ""), wire.job_display_class(payload), value,
+                )  # fmt: skip
+            call_next()
+            return
+        entry = self.deadlines.enter(job, payload, limit)
+        try:
+            call_next()
+        finally:
+            self.deadlines.leave(entry)
+
+
+class Watchdog:
+    """The thread that enforces the deadlines of one worker process (see the module)."""
+
+    def __init__(
+        self, wurk: Wurk, identity: str, outage: Outage, control: JobControl, deadlines: Deadlines
+    ) -> None:
+        self.wurk = wurk
+        self.identity = identity
+        self.control = control
+        self.deadlines = deadlines
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.run, name="wurk-watchdog", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.thread.is_alive() and self.thread is not threading.current_thread():
+            self.thread.join(5)
+
+    def run(self) -> None:
+        while not self.stopping.wait(TICK):
+            try:
+                self.check(time.monotonic())
+            except Exception as exc:  # the watchdog must outlive any one job's trouble
+                logger.exception("timeout watchdog pass failed")
+                self.wurk.report_error(exc, {"context": "timeout watchdog"})
+
+    def check(self, now: float) -> None:
+        for entry in self.deadlines.overdue(now):
+            with entry.lock:
+                if entry.left or entry.abandoned:
+                    continue
+                if entry.fired is None:
+                    entry.fired = now
+                    logger.warning(
+                        "job %r (%s) passed its timeout of %g s: stopping it",
+                        entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.limit,
+                    )  # fmt: skip
+                    _raise_in(entry.thread, for_limit(entry.limit))
+                elif now - entry.fired >= GRACE:
+                    self.give_up(entry)
+
+    def give_up(self, entry: Running) -> None:
+        """The job did not stop (blocked in C code or a socket): fail it without its thread."""
+        entry.abandoned = True
+        self.deadlines.forget(entry)
+        failure = for_limit(entry.limit)()
+        supervised = self.control.supervised
+        what = "replacing this worker process" if supervised else "leaving its thread behind"
+        logger.error(
+            "job %r (%s) did not stop %g s after its timeout of %g s (blocked outside Python): "
+            "recording the timeout and %s",
+            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.limit, what,
+        )  # fmt: skip
+        recorded = self.control.abandon(entry.thread, entry.job, failure, replace=not supervised)
+        if supervised and recorded:
+            self.control.replace_process(f"a job blocked past its timeout ({failure})")
