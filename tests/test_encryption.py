@@ -108,17 +108,9 @@ def encrypted_jobs() -> Iterator[None]:
 
 
 @pytest.fixture
-def test_config(redis_url: str) -> Config:
-    return Config(
-        redis_url=redis_url,
-        concurrency=3,
-        heartbeat_interval=0.2,
-        poll_interval=0.1,
-        fetch_timeout=0.1,
-        timeout=2.0,
-        hostname="testhost",
-        encryption_keys=(("1", KEY1),),
-    )
+def test_config(test_config: Config) -> Config:
+    """The suite's fast test configuration, with one encryption key."""
+    return test_config.replace(encryption_keys=(("1", KEY1),))
 
 
 def everything_in_redis(r: Any) -> bytes:

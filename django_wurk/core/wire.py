@@ -421,6 +421,19 @@ def check_json_native(args: Any, where: str = "args") -> None:
     )
 
 
+def display_text(raw: Any, limit: int) -> str:
+    """Whatever a Redis field holds, as text of at most ``limit`` characters, for showing.
+
+    Never raises: bytes that are not UTF-8 show replacement characters (a hostile value is
+    displayed, not trusted), and only a bounded prefix of a huge value is decoded at all.
+    """
+    if raw is None:
+        return ""
+    if isinstance(raw, bytes):
+        raw = raw[: limit * 4].decode("utf-8", "replace")
+    return str(raw)[:limit]
+
+
 def job_display_class(payload: Mapping[str, Any]) -> str:
     """The class a person cares about: ``display_class``, ActiveJob's ``wrapped``, else ``class``."""
     for key in ("display_class", "wrapped", "class"):

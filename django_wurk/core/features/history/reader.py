@@ -78,11 +78,7 @@ class Snapshot:
 
 
 def _text(raw: Any) -> str:
-    if raw is None:
-        return ""
-    if isinstance(raw, bytes):
-        raw = raw[: MAX_TEXT * 4].decode("utf-8", "replace")
-    return str(raw)[:MAX_TEXT]
+    return wire.display_text(raw, MAX_TEXT)
 
 
 def _count(raw: Any) -> int | None:

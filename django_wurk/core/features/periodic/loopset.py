@@ -40,11 +40,7 @@ class LoopFire(NamedTuple):
 
 
 def _text(raw: Any) -> str:
-    if raw is None:
-        return ""
-    if isinstance(raw, bytes):
-        raw = raw[: MAX_TEXT * 4].decode("utf-8", "replace")
-    return str(raw)[:MAX_TEXT]
+    return wire.display_text(raw, MAX_TEXT)
 
 
 def _moment(raw: Any) -> datetime | None:
