@@ -280,8 +280,10 @@ def test_statsd_gets_sidekiq_pros_names_over_udp(
     def received() -> bool:
         with contextlib.suppress(TimeoutError):
             lines.extend(agent.recv(65536).decode().splitlines())
-        return sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2 and any(
-            line.startswith("sidekiq.jobs.retried:") for line in lines
+        return (
+            sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2
+            and any(line.startswith("sidekiq.jobs.retried:") for line in lines)
+            and any(line.startswith("sidekiq.processes:") for line in lines)  # the leader's gauges
         )
 
     try:

@@ -77,3 +77,54 @@ def read(redis: Redis) -> Reading:
     ]
     retry, scheduled, dead = (_count(v) for v in replies[2 * len(shown) :])
     return Reading(len(names), gauges, retry, scheduled, dead)
+
+
+@dataclass(frozen=True)
+class Totals:
+    """The fleet's counters as Sidekiq's ``Stats`` gives them, read so junk reads as 0."""
+
+    processed: int
+    failed: int
+    #: Jobs waiting in every queue (all of them: a sum is one number however many queues).
+    enqueued: int
+    #: Job threads running a job, by the processes' heartbeats.
+    busy: int
+    processes: int
+
+
+def _number(value: object) -> int:
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes):
+        try:
+            return max(int(value), 0)
+        except ValueError:
+            return 0
+    return 0
+
+
+def _members(value: object) -> list[bytes]:
+    return [m for m in value if isinstance(m, bytes)] if isinstance(value, set) else []
+
+
+def totals(redis: Redis) -> Totals:
+    pipe = redis.pipeline(transaction=False)
+    pipe.get(keys.STAT_PROCESSED)
+    pipe.get(keys.STAT_FAILED)
+    pipe.smembers(keys.PROCESSES)
+    pipe.smembers(keys.QUEUES)
+    processed, failed, processes, queues = pipe.execute(raise_on_error=False)
+    identities, names = _members(processes), _members(queues)
+    pipe = redis.pipeline(transaction=False)
+    for name in names:
+        pipe.llen(keys.queue("").encode() + name)
+    for identity in identities:
+        pipe.hget(identity, "busy")
+    replies = pipe.execute(raise_on_error=False) if names or identities else []
+    return Totals(
+        _number(processed),
+        _number(failed),
+        sum(_number(v) for v in replies[: len(names)]),
+        sum(_number(v) for v in replies[len(names) :]),
+        len(identities),
+    )

@@ -33,6 +33,8 @@ DEFAULT_GAUGE_INTERVAL = 10.0
 #: Bytes per datagram: under a common path MTU, so no agent sees a fragment.
 DATAGRAM_BYTES = 1400
 DUTY = "statsd-gauges"
+#: Characters of a queue name kept in a gauge's tag, so every gauge fits a datagram.
+MAX_TAG = 200
 
 logger = logging.getLogger("django_wurk.statsd")
 
@@ -106,25 +108,24 @@ class StatsdGauges:
             self.statsd.send(datagram)
 
     def lines(self) -> list[str]:
-        from django_wurk.core.api import Stats
         from django_wurk.core.features.observability import reading
 
-        found = reading.read(self.wurk.redis)
-        stats = Stats(self.wurk)
+        redis = self.wurk.redis
+        found, fleet = reading.read(redis), reading.totals(redis)
         p = self.statsd.prefix
         totals = {
-            "processed": stats.processed,
-            "failures": stats.failed,
-            "enqueued": stats.enqueued,
+            "processed": fleet.processed,
+            "failures": fleet.failed,
+            "enqueued": fleet.enqueued,
             "retries": found.retry,
             "scheduled": found.scheduled,
             "dead": found.dead,
-            "busy": stats.workers_size,
-            "processes": stats.processes_size,
+            "busy": fleet.busy,
+            "processes": fleet.processes,
         }
         lines = [f"{p}.{name}:{value}|g" for name, value in totals.items()]
         for queue in found.shown:
-            tags = f"|#queue:{tag(queue.name)}"
+            tags = f"|#queue:{tag(queue.name[:MAX_TAG])}"
             lines.append(f"{p}.queue.size:{queue.size}|g{tags}")
             lines.append(f"{p}.queue.latency:{queue.latency:.3f}|g{tags}")
         return lines
