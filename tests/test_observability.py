@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -279,8 +280,10 @@ def test_statsd_gets_sidekiq_pros_names_over_udp(
     def received() -> bool:
         with contextlib.suppress(TimeoutError):
             lines.extend(agent.recv(65536).decode().splitlines())
-        return sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2 and any(
-            line.startswith("sidekiq.jobs.retried:") for line in lines
+        return (
+            sum(line.startswith("sidekiq.jobs.count:") for line in lines) == 2
+            and any(line.startswith("sidekiq.jobs.retried:") for line in lines)
+            and any(line.startswith("sidekiq.processes:") for line in lines)  # the leader's gauges
         )
 
     try:
@@ -294,6 +297,113 @@ def test_statsd_gets_sidekiq_pros_names_over_udp(
     assert f"sidekiq.jobs.success:1|c{fails}" not in lines
     timing = next(line for line in lines if line.startswith("sidekiq.jobs.perform:") and line.endswith(echo))
     assert float(timing.split(":", 1)[1].split("|")[0]) >= 0 and "|ms|" in timing
+
+
+def test_failures_before_the_middleware_are_counted_as_failed_and_dead(
+    wurk: Wurk, r: Any, redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    """An unknown class and an unreadable payload never reach the server middleware."""
+    port = free_port()
+    proc = start(redis_url, "-c", "1", "--health-port", str(port))
+    stop_later.append(proc)
+    identity_of(r, proc.pid)
+    wait_for(lambda: get(port, "/ready")[0] == 200, timeout=30)
+    unknown = {"class": "app.Gone", "args": [], "jid": "u1", "queue": "default", "retry": 0}
+    retried = {"class": "app.Gone", "args": [], "jid": "u2", "queue": "default"}
+    r.lpush("queue:default", json.dumps(unknown), json.dumps(retried), b"\xff{not json")
+
+    def of(name: str, job_class: str) -> float:
+        return sample(samples, name, **{"class": job_class, "queue": "default"})
+
+    samples = wait_for(lambda: (s := scrape(port)) and sample(s, "wurk_dead_set_size") == 2 and s, timeout=30)
+    samples = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(s, "wurk_jobs_failed_total", **{"class": "app.Gone", "queue": "default"}) == 2
+            and s
+        ),
+        timeout=30,
+    )
+    assert of("wurk_jobs_processed_total", "app.Gone") == 2
+    assert of("wurk_jobs_retried_total", "app.Gone") == 1
+    assert of("wurk_jobs_dead_total", "app.Gone") == 1
+    invalid = "django_wurk.InvalidPayload"
+    samples = wait_for(
+        lambda: (
+            (s := scrape(port))
+            and sample(s, "wurk_jobs_dead_total", **{"class": invalid, "queue": "default"}) == 1
+            and s
+        ),
+        timeout=30,
+    )
+    assert of("wurk_jobs_failed_total", invalid) == 1
+    assert of("wurk_jobs_processed_total", invalid) == 1
+
+
+def test_the_leader_sends_the_fleet_s_gauges_once_under_sidekiq_pro_names(wurk: Wurk, r: Any) -> None:
+    from django_wurk.core.features.observability import statsd
+    from django_wurk.core.features.periodic.service import PeriodicService
+    from django_wurk.core.worker.outage import Outage
+
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+    agent.settimeout(0.2)
+    client = statsd.Statsd("127.0.0.1", agent.getsockname()[1])
+    statsd.install(wurk, client, gauge_interval=0.2)
+    hostile = "evil|#queue:x,\nsidekiq.dead:99|g@1"
+    r.sadd("queues", "default", hostile, b"\xffraw")
+    old = {"class": "K", "args": [], "jid": "a", "queue": "default", "enqueued_at": time.time() - 50}
+    r.lpush("queue:default", json.dumps(old), json.dumps(old))
+    r.lpush(f"queue:{hostile}", json.dumps(old))
+    r.zadd("retry", {"r1": 1})
+    r.zadd("dead", {"d1": 1, "d2": 2})
+    r.set("stat:processed", 41)
+    r.set("stat:failed", 7)
+    services = [
+        PeriodicService(wurk, f"host:{i}:n", Outage(wurk.config.redis_url), [], 2.0) for i in range(2)
+    ]
+    lines: list[str] = []
+    sendings: list[float] = []  # when each "processed" gauge arrived
+
+    def received() -> bool:
+        with contextlib.suppress(TimeoutError):
+            for line in agent.recv(65536).decode().splitlines():
+                lines.append(line)
+                if line.startswith("sidekiq.processed:"):
+                    sendings.append(time.monotonic())
+        return len(sendings) >= 4
+
+    for s in services:
+        s.start()
+    try:
+        wait_for(received, timeout=30)
+    finally:
+        for s in services:
+            s.stop()
+        agent.close()
+    # One sending per interval, from the leader alone: two senders would arrive in pairs.
+    assert all(b - a >= 0.1 for a, b in itertools.pairwise(sendings)), sendings
+    assert sum(line == "sidekiq.processed:41|g" for line in lines) == len(sendings)
+    for line in (
+        "sidekiq.failures:7|g",
+        "sidekiq.enqueued:3|g",
+        "sidekiq.retries:1|g",
+        "sidekiq.scheduled:0|g",
+        "sidekiq.dead:2|g",
+        "sidekiq.busy:0|g",
+        "sidekiq.processes:0|g",
+        "sidekiq.queue.size:2|g|#queue:default",
+        "sidekiq.queue.size:0|g|#queue:\\xffraw",
+        "sidekiq.queue.size:1|g|#queue:evil__queue:x__sidekiq.dead:99_g_1",
+    ):
+        assert line in lines, (line, lines[:20])
+    latency = next(
+        x for x in lines if x.startswith("sidekiq.queue.latency:") and x.endswith("#queue:default")
+    )
+    assert 49 <= float(latency.split(":", 1)[1].split("|")[0]) < 80
+    # Every line is one well-formed DogStatsD gauge: the hostile name broke none of them.
+    assert all(len(line.split("|")) in (2, 3) and line.split("|")[1] == "g" for line in lines)
+    assert "sidekiq.dead:99|g" not in lines
 
 
 def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str) -> None:

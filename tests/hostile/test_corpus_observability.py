@@ -68,3 +68,22 @@ def test_statsd_tags_stay_one_tag_whatever_the_class_name() -> None:
     for junk in ["a|b", "a,b:c", "x#y", "line\nbreak", "at@rate", "\udcff\ud800", "é" * 3]:
         value = tag(junk)
         assert not set(value) & set("|,#@\n\r") and value.encode("utf-8")
+
+
+def test_the_statsd_gauges_survive_every_odd_queue_set_and_counter(wurk: Wurk, r: Any) -> None:
+    """The leader's StatsD gauges read what a scrape reads, plus the counters and heartbeats:
+    every line stays one gauge, and junk reads as 0."""
+    from django_wurk.core.features.observability.statsd import Statsd, StatsdGauges, datagrams
+
+    load_odd_processes_queues_and_stats(r, time.time())
+    r.sadd("queues", b"wrongtype", b"evil|#queue:x,\nsidekiq.dead:9|g")
+    r.hset("queue:wrongtype", "a", "b")
+    r.set("retry", "not a zset")
+    r.set("stat:processed", b"\xff junk")
+    r.delete("stat:failed")
+    r.hset("stat:failed", "a", "b")
+    lines = StatsdGauges(wurk, Statsd("127.0.0.1", 9), 10.0).lines()
+    assert all(line.count("|") in (1, 2) and line.split("|")[1] == "g" for line in lines), lines
+    assert all(float(line.split(":", 1)[1].split("|")[0]) >= 0 for line in lines)
+    assert {"sidekiq.processed:0|g", "sidekiq.failures:0|g", "sidekiq.retries:0|g"} <= set(lines)
+    assert all(len(d.encode()) <= 1400 for d in datagrams(lines))

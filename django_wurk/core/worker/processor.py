@@ -219,7 +219,10 @@ class Processor:
         except wire.PayloadError as error:
             logger.error("burying an unreadable job from queue %r: %s", unit.queue, error)
             envelope = invalid_payload_envelope(unit.queue, unit.raw, error, wurk.config.timestamps)
-            return self._record_outcome(functools.partial(bury, wurk, envelope), unit)
+            buried = self._record_outcome(functools.partial(bury, wurk, envelope), unit)
+            if buried:  # a death like any other: the death handlers hear it (with the envelope)
+                wurk.report_death(wire.loads(envelope), error)
+            return buried
 
         job_class_name = wire.job_display_class(payload)
         jid = payload.get("jid", "")

@@ -2,7 +2,8 @@
 
 Counting happens where the outcome is known: a server middleware times every execution
 (processed, failed, duration, busy threads), the retry and death hooks count what the retry
-handler decided, and the process's ``Outage`` counts failed Redis round trips. The series of
+handler decided (and the failures that stop a job before the middleware: an unknown class,
+an unreadable payload), and the process's ``Outage`` counts failed Redis round trips. The series of
 one (class, queue) pair are looked up once and kept in a plain dict, so a job costs a dict
 read, a clock read and the few locked additions prometheus-client makes; nothing else.
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from django_wurk.core import wire
+from django_wurk.core.engine import UnknownJobError
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -130,15 +132,36 @@ def _queue_of(payload: Payload) -> str:
     return queue if isinstance(queue, str) else "?"
 
 
+#: Failures that happen before the server middleware, so ``JobMetrics`` never sees them: a
+#: class no one registered, a payload that is not a job (buried as unreadable). The retry and
+#: death hooks count them as processed and failed, as Sidekiq's ``stat:failed`` does.
+BEFORE_MIDDLEWARE = (UnknownJobError, wire.PayloadError)
+
+
+def _count_unseen_failure(pair: tuple[str, str], exc: BaseException) -> None:
+    if isinstance(exc, BEFORE_MIDDLEWARE):
+        processed.labels(*pair).inc()
+        failed.labels(*pair).inc()
+
+
 def count_retry(payload: Payload, exc: BaseException) -> None:
-    retried.labels(*labels(wire.job_display_class(payload), _queue_of(payload))).inc()
+    pair = labels(wire.job_display_class(payload), _queue_of(payload))
+    _count_unseen_failure(pair, exc)
+    retried.labels(*pair).inc()
 
 
 def count_death(payload: Payload, exc: BaseException) -> None:
-    """Death handlers hear discarded and retry-less jobs too: only a burial counts."""
+    """Death handlers hear discarded and retry-less jobs too: only a burial counts as dead.
+
+    A failure the middleware did not see counts as failed even when it is not buried (an
+    unknown class with ``retry=False``): it failed all the same. The retry handler calls
+    exactly one of the two hooks once per failure, so it is counted once.
+    """
+    pair = labels(wire.job_display_class(payload), _queue_of(payload))
+    _count_unseen_failure(pair, exc)
     if "discarded_at" in payload or "error_class" not in payload:
         return
-    dead.labels(*labels(wire.job_display_class(payload), _queue_of(payload))).inc()
+    dead.labels(*pair).inc()
 
 
 def count_redis_error(exc: BaseException) -> None:

@@ -5,6 +5,13 @@ A server middleware sends, per job, one UDP datagram holding DogStatsD lines (ta
 in ms), tagged ``worker:<class>`` and ``queue:<queue>`` as Sidekiq Pro tags them; the retry
 hook sends ``<prefix>.jobs.retried``. UDP is fire-and-forget: a full buffer or an absent
 agent drops the datagram, never slows or fails a job.
+
+The fleet's gauges (``<prefix>.processed``, ``.failures``, ``.enqueued``, ``.retries``,
+``.scheduled``, ``.dead``, ``.busy``, ``.processes``, and per queue ``.queue.size`` and
+``.queue.latency`` tagged ``queue:``) describe Redis, not a process: they are a leader duty
+(``core/features/periodic/duties.py``), so the one process that leads sends each every
+``gauge_interval`` seconds and the fleet does not send them once per process. The queues
+are read as the Prometheus scrape reads them (``reading``: the first 100, one pipeline).
 """
 
 from __future__ import annotations
@@ -20,6 +27,14 @@ from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
+
+#: Seconds between two sendings of the gauges (Sidekiq's heartbeat interval).
+DEFAULT_GAUGE_INTERVAL = 10.0
+#: Bytes per datagram: under a common path MTU, so no agent sees a fragment.
+DATAGRAM_BYTES = 1400
+DUTY = "statsd-gauges"
+#: Characters of a queue name kept in a gauge's tag, so every gauge fits a datagram.
+MAX_TAG = 200
 
 logger = logging.getLogger("django_wurk.statsd")
 
@@ -57,6 +72,65 @@ class Statsd:
             pass  # no agent, or its buffer is full: metrics are not worth a job's time
 
 
+def datagrams(lines: list[str]) -> list[str]:
+    """Lines packed into datagrams of at most ``DATAGRAM_BYTES`` (a longer line goes alone)."""
+    out: list[str] = []
+    current: list[str] = []
+    size = 0
+    for line in lines:
+        length = len(line.encode("utf-8")) + 1
+        if current and size + length > DATAGRAM_BYTES:
+            out.append("\n".join(current))
+            current, size = [], 0
+        current.append(line)
+        size += length
+    if current:
+        out.append("\n".join(current))
+    return out
+
+
+class StatsdGauges:
+    """The leader's duty: the fleet's gauges, every ``interval`` seconds while it leads."""
+
+    name = DUTY
+
+    def __init__(self, wurk: Wurk, statsd: Statsd, interval: float) -> None:
+        self.wurk = wurk
+        self.statsd = statsd
+        self.interval = interval
+        self._next = float("-inf")
+
+    def tick(self) -> None:
+        if time.monotonic() < self._next:
+            return
+        self._next = time.monotonic() + self.interval
+        for datagram in datagrams(self.lines()):
+            self.statsd.send(datagram)
+
+    def lines(self) -> list[str]:
+        from django_wurk.core.features.observability import reading
+
+        redis = self.wurk.redis
+        found, fleet = reading.read(redis), reading.totals(redis)
+        p = self.statsd.prefix
+        totals = {
+            "processed": fleet.processed,
+            "failures": fleet.failed,
+            "enqueued": fleet.enqueued,
+            "retries": found.retry,
+            "scheduled": found.scheduled,
+            "dead": found.dead,
+            "busy": fleet.busy,
+            "processes": fleet.processes,
+        }
+        lines = [f"{p}.{name}:{value}|g" for name, value in totals.items()]
+        for queue in found.shown:
+            tags = f"|#queue:{tag(queue.name[:MAX_TAG])}"
+            lines.append(f"{p}.queue.size:{queue.size}|g{tags}")
+            lines.append(f"{p}.queue.latency:{queue.latency:.3f}|g{tags}")
+        return lines
+
+
 class StatsdMiddleware:
     def __init__(self, statsd: Statsd) -> None:
         self.statsd = statsd
@@ -78,8 +152,18 @@ class StatsdMiddleware:
         s.send(f"{p}.jobs.count:1|c{tags}\n{p}.jobs.{outcome}:1|c{tags}\n{p}.jobs.perform:{ms:.3f}|ms{tags}")
 
 
-def install(wurk: Wurk, statsd: Statsd) -> None:
-    """Send ``wurk``'s job counts and timings to ``statsd``; installing again replaces it."""
+def install(wurk: Wurk, statsd: Statsd, gauge_interval: float = DEFAULT_GAUGE_INTERVAL) -> None:
+    """Send ``wurk``'s job counts and timings to ``statsd``, and (from the fleet's leader) its
+    gauges every ``gauge_interval`` seconds; installing again replaces it."""
+    from django_wurk.core.features.periodic.duties import add_duty
+
+    if not (isinstance(gauge_interval, (int, float)) and 0 < gauge_interval < float("inf")):
+        raise ValueError(f"the StatsD gauge interval must be seconds above 0, got {gauge_interval!r}")
+
+    def statsd_gauges(engine: Wurk, identity: str) -> StatsdGauges:
+        return StatsdGauges(engine, statsd, float(gauge_interval))
+
+    add_duty(wurk, statsd_gauges, DUTY)
     wurk.server_middleware.prepend(StatsdMiddleware, statsd)
 
     def statsd_retried(payload: Payload, exc: BaseException) -> None:
