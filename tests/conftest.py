@@ -185,3 +185,32 @@ def sharded(wurk: Wurk, test_config: Config, bulk_redis_url: str) -> Iterator[re
         yield bulk
     finally:
         bulk.close()
+
+
+#: Fixtures through which a test reaches the database (pytest-django's, and the dashboard's
+#: logged-in clients).
+DATABASE_FIXTURES = frozenset(
+    {"db", "transactional_db", "django_db_setup", "client", "admin_client", "admin_user", "django_user_model",
+     "live_server"}
+)  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``WURK_TEST_SCOPE=database``: only the tests that reach the database.
+
+    CI's PostgreSQL pass runs these: it exists for transaction behaviour (on-commit pushes,
+    the outbox, the dashboard's audit rows), and the rest of the suite does not touch the
+    database, so running it there again would only repeat pass 1.
+    """
+    if os.environ.get("WURK_TEST_SCOPE") != "database":
+        return
+    keep: list[pytest.Item] = []
+    drop: list[pytest.Item] = []
+    for item in items:
+        reaches = item.get_closest_marker("django_db") is not None or bool(
+            DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+        )
+        (keep if reaches else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+    items[:] = keep

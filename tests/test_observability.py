@@ -39,6 +39,10 @@ def get(port: int, path: str) -> tuple[int, str]:
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     """Every sample of /metrics, by name and labels, as prometheus-client's own parser reads it."""
     status, text = get(port, "/metrics")
+    if status == 0:
+        # No answer within get()'s timeout (a loaded machine, a supervisor busy forking): no
+        # samples, so a wait_for polling this tries again. Any HTTP answer but 200 is a failure.
+        return {}
     assert status == 200, text
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value
@@ -79,19 +83,21 @@ def test_metrics_count_each_outcome_per_class_and_queue_and_the_probes_answer(
 
     echo = "tests.jobsapp.jobs.echo"
     wait_for(lambda: counts(port, "wurk_jobs_processed_total", echo, "default") == 3, timeout=30)
-    samples = wait_for(
-        lambda: (
-            (s := scrape(port))
-            and sample(
-                s,
-                "wurk_jobs_failed_total",
-                **{"class": "tests.jobsapp.jobs.fails_without_retry", "queue": "default"},
-            )
-            == 1
-            and s
-        ),
-        timeout=30,
-    )
+
+    def every_job_counted() -> dict[Any, float] | None:
+        # The jobs run on several threads in any order: wait until each one's outcome is in.
+        s = scrape(port)
+        done = [
+            ("wurk_jobs_processed_total", "echo", "critical"),
+            ("wurk_jobs_failed_total", "fails_without_retry", "default"),
+            ("wurk_jobs_retried_total", "always_fails", "default"),
+            ("wurk_jobs_dead_total", "dies_at_once", "default"),
+        ]
+        if all(sample(s, n, **{"class": f"tests.jobsapp.jobs.{j}", "queue": q}) for n, j, q in done):
+            return s
+        return None
+
+    samples = wait_for(every_job_counted, timeout=30)
 
     def of(name: str, job: str, queue: str = "default") -> float:
         return sample(samples, name, **{"class": f"tests.jobsapp.jobs.{job}", "queue": queue})
@@ -207,15 +213,22 @@ def swarm_checks(r: Any, port: int, proc: subprocess.Popen[str]) -> None:
     wait_for(lambda: sample(scrape(port), "wurk_jobs_processed_total", **echo) == 6, timeout=30)
 
     # A child killed mid-job: its counts stay, its busy thread does not, its successor is ready.
-    jobs.sleepy.perform_async(30)
+    sleeper = jobs.sleepy.perform_async(30)
+    assert sleeper is not None
     wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 1, timeout=30)
-    busy_pid = wait_for(  # the busy child's work hash is written at its next heartbeat
-        lambda: next(
-            (int(m.decode().split(":")[1]) for m in r.smembers("processes") if r.hlen(f"{m.decode()}:work")),
-            None,
-        ),
-        timeout=15,
-    )
+    children = set(child_pids(proc.pid))
+
+    def running_the_sleeper() -> int | None:
+        # Only this swarm's children, and only the one whose work hash holds this very job: an
+        # earlier test's process may still be listed, with work of its own, until its beat ages.
+        for member in r.smembers("processes"):
+            identity = member.decode()
+            pid = int(identity.split(":")[1])
+            if pid in children and any(sleeper.encode() in v for v in r.hvals(f"{identity}:work")):
+                return pid
+        return None
+
+    busy_pid = wait_for(running_the_sleeper, timeout=15)  # written at the child's next pulse
     os.kill(busy_pid, signal.SIGKILL)
     wait_for(lambda: sample(scrape(port), "wurk_busy_threads") == 0, timeout=30)
     samples = scrape(port)

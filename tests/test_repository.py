@@ -104,7 +104,7 @@ def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp
     stub(
         bin_dir,
         "make",
-        f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$*" >> "{calls}"; '
+        f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$WURK_TEST_SCOPE|$*" >> "{calls}"; '
         'if [ -n "$DATABASE_URL" ]; then echo "pg pass output"; exit 3; fi',
     )
     stub(bin_dir, "dpkg-query", "echo 'install ok installed'")
@@ -127,11 +127,11 @@ def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp
     pg = "postgres://postgres@127.0.0.1:5432/wurk"
     assert sorted(calls.read_text().splitlines()) == sorted(
         [
-            "||lint",
-            "||test PYTEST_ARGS=-m soak",
-            '||test PYTEST_ARGS=-m "not soak"',
-            f'{redis}||test PYTEST_ARGS=-m "not soak"',
-            f'|{pg}|test PYTEST_ARGS=-m "not soak"',
+            "|||lint",
+            "|||test PYTEST_ARGS=-m soak",
+            '|||test PYTEST_ARGS=-m "not soak"',
+            f'{redis}|||test PYTEST_ARGS=-m "not soak"',
+            f'|{pg}|database|test PYTEST_ARGS=-m "not soak"',
         ]
     )
 
@@ -158,3 +158,29 @@ def test_make_run_installs_only_what_the_demo_needs(tmp_path: Path) -> None:
     assert [line.rsplit(" ", 1)[-1] for line in pip_installs("run", venv)] == ["'.[embedded,tasks]'"]
     for target in ("test", "lint"):
         assert [line.rsplit(" ", 1)[-1] for line in pip_installs(target, venv)] == ["'.[test,embedded]'"]
+
+
+def test_the_database_scope_keeps_the_transaction_tests_and_drops_the_engine_only_ones() -> None:
+    """CI's PostgreSQL pass runs ``WURK_TEST_SCOPE=database``: it must still hold every test of
+    transaction behaviour (they are the reason for the pass), and only tests that reach the DB."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_transaction.py", "tests/test_wire.py",
+         "tests/test_outbox.py"],
+        cwd=ROOT,
+        env={**os.environ, "WURK_TEST_SCOPE": "database"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    files = {line.split("::")[0] for line in collected}
+    assert files == {"tests/test_transaction.py", "tests/test_outbox.py"}
+    every = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_transaction.py", "tests/test_outbox.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert len(collected) == len([line for line in every.stdout.splitlines() if "::" in line])
