@@ -61,6 +61,8 @@ class RecordRevoked:
     ``TaskRevokedError`` instead of waiting for a run that will never come.
     """
 
+    payload_keys = (EXPIRES_AT,)
+
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
         if isinstance(job, CeleryJob):
             limit = deadline(payload.get(EXPIRES_AT))

@@ -93,6 +93,8 @@ def _unsealable(job_class: str, payload: Payload, key: bytes | None) -> str | No
 
 
 class EncryptionServerMiddleware:
+    payload_keys = ("encrypt",)
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

@@ -27,6 +27,7 @@ from django_wurk.core.features.status.record import (
     RETRYING,
     RUNNING,
     SUCCEEDED,
+    TRACK,
     error_text,
     now,
     tracked,
@@ -108,6 +109,8 @@ def result_fields(payload: Payload, value: Any) -> tuple[dict[str, str], tuple[s
 
 
 class StatusServerMiddleware:
+    payload_keys = (TRACK,)
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

@@ -116,6 +116,8 @@ class Deadlines:
 class TimeoutServerMiddleware:
     """Enters a job with a usable ``timeout`` in the process's ``Deadlines`` while it runs."""
 
+    payload_keys = (TIMEOUT,)
+
     def __init__(self, wurk: Wurk, deadlines: Deadlines) -> None:
         self.wurk = wurk
         self.deadlines = deadlines
