@@ -169,8 +169,14 @@ def test_a_job_blocked_in_recv_follows_its_retry_rules_once_even_if_it_comes_bac
         assert time.monotonic() - started < 0.5 + GRACE + MARGIN
         (entry,) = dead(r)
         assert entry["error_class"] == "TimedOut"
-        ours = [t for t in set(threading.enumerate()) - before if t.name.startswith("wurk-processor")]
-        assert len(ours) == 3  # two working, one left behind in recv()
+
+        def processor_threads() -> list[threading.Thread]:
+            return [t for t in set(threading.enumerate()) - before if t.name.startswith("wurk-processor")]
+
+        # The replacement starts only after the failure is recorded and acknowledged: poll for it.
+        wait_for(lambda: len(processor_threads()) == 3, timeout=10)  # two working, one left in recv()
+        ours = processor_threads()
+        assert len(ours) == 3
         assert len(worker.manager.processors) == 2
         quick.perform_async("after")
         wait_for(lambda: r.llen("t:quick") == 1, timeout=10)
