@@ -188,7 +188,8 @@ def test_a_job_blocked_in_recv_follows_its_retry_rules_once_even_if_it_comes_bac
     wait_for(lambda: not left.is_alive(), timeout=10)
     # It came back (an error from recv): it recorded nothing more, and did not run on.
     assert len(dead(r)) == 1 and not retries(r)
-    assert r.llen("t:returned") == 0
+    # (An earlier test's thread left in sleep() may push its own marker here; only ours counts.)
+    assert b"net" not in r.lrange("t:returned", 0, -1)
 
 
 def test_a_job_that_finishes_in_time_is_not_touched(r: Any, workers: Launcher) -> None:
