@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
+from pathlib import Path
 
-from django_wurk.logging import TextFormatter
+from django_wurk.core.worker.joblog import JobLog
+from django_wurk.logging import LineFileHandler, TextFormatter
 
 
 def record(created: float, **context: str) -> logging.LogRecord:
@@ -34,3 +37,125 @@ def test_a_job_line_has_sidekiqs_layout_and_a_fresh_stamp_each_second() -> None:
     assert formatter.format(record(1764593999.999, jid="")).startswith(
         f"2025-12-01T12:59:59.999Z {prefix} INFO:"
     )
+
+
+def _times_apart(fields: dict[str, object]) -> dict[str, object]:
+    return {k: v for k, v in fields.items() if k not in ("created", "msecs", "relativeCreated")}
+
+
+class _Keep(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def _log_both_ways(joblog: JobLog, logger: logging.Logger, context: dict[str, object]) -> None:
+    # One line each, from the same function, so that the call sites differ only by line.
+    logger.info("done: %.3f sec", 0.0012, extra=context)
+    joblog.line("done: %.3f sec", (0.0012,), context)
+
+
+def test_a_job_line_record_is_what_logger_info_makes() -> None:
+    """The processor's per-job records are copies; handlers must not be able to tell."""
+    logger = logging.getLogger("django_wurk.test_joblog")
+    keep = _Keep()
+    logger.addHandler(keep)
+    logger.setLevel(logging.INFO)
+    try:
+        joblog = JobLog(logger)
+        context = {"jid": "abc", "job_class": "NoopJob", "queue": "default", "outcome": "done"}
+        for _ in range(2):  # the first line makes the kept record, the second copies it
+            before = time.time()
+            _log_both_ways(joblog, logger, context)
+            after = time.time()
+            made, copied = keep.records[-2:]
+            assert copied.lineno == made.lineno + 1
+            assert _times_apart(vars(copied)) == {**_times_apart(vars(made)), "lineno": copied.lineno}
+            assert before - 0.001 <= copied.created <= after + 0.001
+            assert copied.msecs == int((copied.created - int(copied.created)) * 1000)
+            assert abs(copied.relativeCreated - made.relativeCreated) < (after - before) * 1000 + 1
+            assert copied.getMessage() == "done: 0.001 sec"
+    finally:
+        logger.removeHandler(keep)
+
+
+def test_a_record_factory_still_sees_every_job_line() -> None:
+    """A project's factory (trace ids, say) runs per record: the copies are not used then."""
+    logger = logging.getLogger("django_wurk.test_joblog_factory")
+    keep = _Keep()
+    logger.addHandler(keep)
+    logger.setLevel(logging.INFO)
+    default = logging.getLogRecordFactory()
+    stamped = iter(range(100))
+
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        made = default(*args, **kwargs)  # type: ignore[arg-type]
+        made.stamp = next(stamped)  # type: ignore[attr-defined]
+        return made
+
+    try:
+        joblog = JobLog(logger)
+        joblog.line("start", (), {"jid": "a"})
+        logging.setLogRecordFactory(factory)
+        joblog.line("start", (), {"jid": "b"})
+        joblog.line("start", (), {"jid": "c"})
+    finally:
+        logging.setLogRecordFactory(default)
+        logger.removeHandler(keep)
+    assert [(r.jid, getattr(r, "stamp", None)) for r in keep.records] == [("a", None), ("b", 0), ("c", 1)]  # type: ignore[attr-defined]
+
+
+def test_lines_from_many_threads_are_written_whole_and_in_each_threads_order(tmp_path: Path) -> None:
+    path = tmp_path / "worker.log"
+    handler = LineFileHandler(str(path))
+    handler.setFormatter(logging.Formatter("%(threadName)s %(message)s"))
+    logger = logging.getLogger("django_wurk.test_combining")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+
+        def write(n: int) -> None:
+            for i in range(500):
+                logger.info("line %d of %d %s", i, n, "x" * (i % 50))
+
+        threads = [threading.Thread(target=write, args=(n,), name=f"t{n}") for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 8 * 500
+    for n in range(8):
+        mine = [line for line in lines if line.startswith(f"t{n} ")]
+        assert mine == [f"t{n} line {i} of {n} {'x' * (i % 50)}" for i in range(500)]
+
+
+def test_a_forked_child_writes_although_the_parent_was_writing(tmp_path: Path) -> None:
+    path = tmp_path / "worker.log"
+    handler = LineFileHandler(str(path))
+    logger = logging.getLogger("django_wurk.test_combining_fork")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        handler._writing = True  # as if another thread of the parent were writing as it forks
+        pid = os.fork()
+        if pid == 0:  # the child
+            try:
+                logger.info("from the child")
+                handler.flush()
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        assert path.read_text() == "from the child\n"
+    finally:
+        handler._writing = False
+        logger.removeHandler(handler)
+        handler.close()
