@@ -71,7 +71,12 @@ def drain(url: str, jobs: int, log: bool, concurrency: int) -> None:
     launcher.stop()
     print(
         json.dumps(
-            {"jobs": jobs, "rate": jobs / span, "cpu_us_per_job": cpu / jobs * 1e6, "module": django_wurk.__file__}
+            {
+                "jobs": jobs,
+                "rate": jobs / span,
+                "cpu_us_per_job": cpu / jobs * 1e6,
+                "module": django_wurk.__file__,
+            }
         )
     )
 
@@ -92,7 +97,7 @@ def _fill(url: str, jobs: int) -> None:
     r = redis.Redis.from_url(url)
     r.flushall()
     env = dict(os.environ, WURK_REDIS_URL=url, BENCH_REDIS_URL=url, PYTHONPATH=str(ROOT))
-    code = "from bench.benchapp.client import push_bulk; push_bulk('noop', [()] * %d)" % jobs
+    code = f"from bench.benchapp.client import push_bulk; push_bulk('noop', [()] * {jobs})"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
@@ -147,9 +152,10 @@ def ab(args: argparse.Namespace) -> None:
         with open("/proc/loadavg") as f:
             load = f.read().split()[:3]
         for name in trees:
+            each = ", ".join(f"{r:,.0f}" for r in rates[name])
             print(
                 f"{name}: median {statistics.median(rates[name]):,.0f} jobs/s, "
-                f"{statistics.median(cpus[name]):.1f} us CPU per job ({', '.join(f'{r:,.0f}' for r in rates[name])})"
+                f"{statistics.median(cpus[name]):.1f} us CPU per job ({each})"
             )
         print(f"load average after: {' '.join(load)}")
     finally:
@@ -157,7 +163,9 @@ def ab(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("drain")
     one.add_argument("--url", required=True)
@@ -167,7 +175,9 @@ def main() -> None:
     for name, default in (("callgrind", "2000,8000"), ("ab", "20000")):
         p = sub.add_parser(name)
         p.add_argument("--jobs", type=lambda s: [int(n) for n in s.split(",")], default=default.split(","))
-        p.add_argument("--log", choices=["off", "on", "both"], default="both" if name == "callgrind" else "off")
+        p.add_argument(
+            "--log", choices=["off", "on", "both"], default="both" if name == "callgrind" else "off"
+        )
         p.add_argument("--tree", type=Path, default=ROOT)
         p.add_argument("--repeat", type=int, default=1 if name == "callgrind" else 6)
         p.add_argument("--concurrency", type=int, default=10)

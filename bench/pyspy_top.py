@@ -18,7 +18,9 @@ FRAME = re.compile(r"^(.*) \((.*?):\d+\)$")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("profile")
     parser.add_argument("--threads", default="")
     parser.add_argument("--top", type=int, default=25)
