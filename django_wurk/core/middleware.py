@@ -51,6 +51,11 @@ class Chain:
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
         #: called), built again on the first ``invoke`` after an edit.
         self._plan: list[tuple[Any, tuple[str, ...] | None]] | None = None
+        #: From the same build: the middleware always called (innermost first), and every
+        #: key some middleware waits for. Most payloads hold none of those keys, and one
+        #: ``isdisjoint`` then stands for the per-middleware lookups.
+        self._always: list[Any] = []
+        self._wanted: frozenset[str] = frozenset()
 
     def __iter__(self) -> Any:
         return iter([instance for _, instance in self._entries])
@@ -115,11 +120,13 @@ class Chain:
         """
         plan = self._plan
         if plan is None:
-            plan = self._plan = [
-                (instance, getattr(instance, "payload_keys", None)) for _, instance in reversed(self._entries)
-            ]
+            plan = self._build()
         payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
+        if payload is not None and self._wanted.isdisjoint(payload):
+            for instance in self._always:
+                call = functools.partial(instance, *args, call)
+            return call()
         for instance, wanted in plan:
             if wanted is not None and payload is not None:
                 for key in wanted:
@@ -129,3 +136,11 @@ class Chain:
                     continue
             call = functools.partial(instance, *args, call)
         return call()
+
+    def _build(self) -> list[tuple[Any, tuple[str, ...] | None]]:
+        entries = reversed(self._entries)
+        plan = [(instance, getattr(instance, "payload_keys", None)) for _, instance in entries]
+        self._always = [instance for instance, wanted in plan if wanted is None]
+        self._wanted = frozenset(key for _, wanted in plan for key in wanted or ())
+        self._plan = plan
+        return plan
