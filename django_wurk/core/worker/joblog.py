@@ -38,7 +38,7 @@ class JobLog:
     def __init__(self, logger: logging.Logger) -> None:
         self.logger = logger
         self._thread = 0
-        #: (message, call site's line) -> the attributes of the first such record made.
+        #: (message, call site) -> the attributes of the first such record made.
         self._kept: dict[tuple[str, int], dict[str, Any]] = {}
         #: ``time.time()`` at logging's start, for ``relativeCreated`` (whatever its unit inside logging).
         self._start = 0.0
@@ -50,7 +50,8 @@ class JobLog:
         """Log ``msg % args`` at INFO with ``context``'s keys as record attributes (``extra=``)."""
         logger = self.logger
         caller = sys._getframe(1)
-        key = (msg, caller.f_lineno)
+        # The call site by its bytecode offset: ``f_lineno`` scans the line table on every read.
+        key = (msg, caller.f_lasti)
         kept = self._kept.get(key)
         if kept is None or self._thread != threading.get_ident():
             if logging.getLogRecordFactory() is not logging.LogRecord or type(logger).makeRecord is not (
@@ -71,8 +72,7 @@ class JobLog:
             logger.info(msg, *args, extra=context, stacklevel=2)
             return
         record = logging.LogRecord.__new__(logging.LogRecord)
-        fields = record.__dict__
-        fields.update(kept)
+        fields = kept.copy()
         fields.update(context)
         ct = time.time_ns()
         created = ct / 1e9
@@ -80,4 +80,5 @@ class JobLog:
         fields["msecs"] = (ct % 1_000_000_000) // 1_000_000 + 0.0
         fields["relativeCreated"] = (created - self._start) * 1000
         fields["args"] = args
+        record.__dict__ = fields
         logger.handle(record)
