@@ -18,6 +18,8 @@ _CONTEXT_LABELS = tuple((name, "class" if name == "job_class" else name) for nam
 #: Set on a job's last line only (seconds, and ``done`` or ``fail``); JSON logs carry them in
 #: ``ctx`` so a log shipper can chart them, text logs already say them in the message.
 OUTCOME_FIELDS = ("duration", "outcome")
+#: This process's id, for every text line (a system call each time otherwise); reset by ``fork``.
+_pid = os.getpid()
 
 
 class TextFormatter(logging.Formatter):
@@ -43,7 +45,7 @@ class TextFormatter(logging.Formatter):
             if value:
                 ctx += f" {label}={value}"
         line = (
-            f"{stamp}.{int(record.msecs):03d}Z pid={os.getpid()} tid={threading.get_ident():x}"
+            f"{stamp}.{int(record.msecs):03d}Z pid={_pid} tid={threading.get_ident():x}"
             f"{ctx} {record.levelname}: {record.getMessage()}"
         )
         if record.exc_info:
@@ -112,28 +114,44 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
         if not rv:
             return rv
         try:
-            line = self.format(record) + self.terminator
+            formatter = self.formatter
+            line = (formatter.format(record) if formatter else self.format(record)) + self.terminator
         except RecursionError:
             raise
         except Exception:
             self.handleError(record)
             return rv
         with self._queue_lock:
-            self._queued.append(line)
             if self._writing:
+                self._queued.append(line)
                 return rv
             self._writing = True
         try:
-            self._write_queued(record)
+            self._write(line, record)
         except BaseException:
             with self._queue_lock:
                 self._writing = False
             raise
         return rv
 
-    def _write_queued(self, record: logging.LogRecord) -> None:
-        """Write what is queued until nothing is; ``record`` names a failed write (``handleError``)."""
+    def _write(self, text: str, record: logging.LogRecord) -> None:
+        """Write ``text``, then what was queued meanwhile, until nothing is.
+
+        ``record`` is the one a failed write is reported with (``handleError``).
+        """
+        lock = self.lock
+        assert lock is not None  # Handler.__init__ made it
         while True:
+            with lock:
+                try:
+                    stream = self._open_stream()
+                    if stream:
+                        stream.write(text)
+                        stream.flush()
+                except RecursionError:
+                    raise
+                except Exception:
+                    self.handleError(record)
             with self._queue_lock:
                 queued = self._queued
                 if not queued:
@@ -141,18 +159,6 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
                     return
                 self._queued = []
             text = queued[0] if len(queued) == 1 else "".join(queued)
-            self.acquire()
-            try:
-                stream = self._open_stream()
-                if stream:
-                    stream.write(text)
-                    stream.flush()
-            except RecursionError:
-                raise
-            except Exception:
-                self.handleError(record)
-            finally:
-                self.release()
 
     def _open_stream(self) -> Any:
         return self.stream
@@ -176,6 +182,8 @@ _combining: weakref.WeakSet[_Combining] = weakref.WeakSet()
 
 
 def _after_fork() -> None:
+    global _pid
+    _pid = os.getpid()
     # A thread of the parent may have been writing when it forked: the child has no such thread.
     for handler in list(_combining):
         handler._forked()
