@@ -10,6 +10,7 @@ stop cancelled out.
     .venv/bin/python bench/inproc.py callgrind              # per-job instructions, -v 0 and -v 1
     .venv/bin/python bench/inproc.py callgrind --log on     # only with the per-job log lines
     .venv/bin/python bench/inproc.py ab --tree /tmp/base    # wall-clock A/B, this tree against another
+    .venv/bin/python bench/inproc.py ab --tree /tmp/base --runwurk --log on   # the same with runwurk -P 1
     .venv/bin/python bench/inproc.py drain --url URL --jobs N [--log]   # one drain (what the above run)
 
 ``--tree`` runs the worker from another checkout (e.g. ``git archive main | tar -x -C
@@ -101,6 +102,32 @@ def _fill(url: str, jobs: int) -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
+def _runwurk(url: str, jobs: int, log: bool, tree: Path, concurrency: int) -> dict:
+    """The same drain by ``runwurk -P 1`` (per-job lines to stderr, into a file), timed as the bench does."""
+    import redis
+
+    _fill(url, jobs)
+    r = redis.Redis.from_url(url, decode_responses=True)
+    env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}", DJANGO_SETTINGS_MODULE="bench.settings")
+    env.update(WURK_REDIS_URL=url, BENCH_REDIS_URL=url)
+    cmd = [sys.executable, "-m", "django", "runwurk", "-P", "1", "-c", str(concurrency), "-q", "default"]
+    cmd += ["-t", "5"] + ([] if log else ["-v", "0"])
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=out, stderr=out, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60 + jobs / 1000
+            while int(r.get("bench:done") or 0) < jobs:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit(f"runwurk in {tree}: {r.get('bench:done')}/{jobs} jobs done")
+                time.sleep(0.02)
+            pid = proc.pid
+            span = float(r.get(f"bench:last:{pid}")) - float(r.get(f"bench:first:{pid}"))  # type: ignore[arg-type]
+        finally:
+            os.killpg(proc.pid, 15)
+            proc.wait(30)
+    return {"jobs": jobs, "rate": jobs / span, "cpu_us_per_job": float("nan")}
+
+
 def _run(url: str, jobs: int, log: bool, tree: Path, concurrency: int, valgrind: bool) -> tuple[dict, int]:
     _fill(url, jobs)
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}", PYTHONHASHSEED="0")
@@ -146,7 +173,12 @@ def ab(args: argparse.Namespace) -> None:
         for i in range(args.repeat):
             order = list(trees.items()) if i % 2 == 0 else list(trees.items())[::-1]
             for name, tree in order:
-                result, _ = _run(server.url, args.jobs[-1], args.log == "on", tree, args.concurrency, False)  # type: ignore[attr-defined]
+                if args.runwurk:
+                    result = _runwurk(server.url, args.jobs[-1], args.log == "on", tree, args.concurrency)  # type: ignore[attr-defined]
+                else:
+                    result, _ = _run(
+                        server.url, args.jobs[-1], args.log == "on", tree, args.concurrency, False
+                    )  # type: ignore[attr-defined]
                 rates[name].append(result["rate"])
                 cpus[name].append(result["cpu_us_per_job"])
         with open("/proc/loadavg") as f:
@@ -181,6 +213,10 @@ def main() -> None:
         p.add_argument("--tree", type=Path, default=ROOT)
         p.add_argument("--repeat", type=int, default=1 if name == "callgrind" else 6)
         p.add_argument("--concurrency", type=int, default=10)
+        if name == "ab":
+            p.add_argument(
+                "--runwurk", action="store_true", help="drain with runwurk -P 1, not in this process"
+            )
     args = parser.parse_args()
     if isinstance(getattr(args, "jobs", None), list):
         args.jobs = [int(n) for n in args.jobs]
