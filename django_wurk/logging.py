@@ -20,6 +20,8 @@ _CONTEXT_LABELS = tuple((name, "class" if name == "job_class" else name) for nam
 OUTCOME_FIELDS = ("duration", "outcome")
 #: This process's id, for every text line (a system call each time otherwise); reset by ``fork``.
 _pid = os.getpid()
+#: Thread id -> its lines' `` pid=... tid=...`` text; emptied by ``fork`` (a new pid).
+_who: dict[int, str] = {}
 
 
 class TextFormatter(logging.Formatter):
@@ -38,19 +40,34 @@ class TextFormatter(logging.Formatter):
             second = int(record.created)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (second, stamp)
-        ctx = ""
         fields = record.__dict__
-        for name, label in _CONTEXT_LABELS:
-            value = fields.get(name)
-            if value:
-                ctx += f" {label}={value}"
-        line = (
-            f"{stamp}.{int(record.msecs):03d}Z pid={_pid} tid={threading.get_ident():x}"
-            f"{ctx} {record.levelname}: {record.getMessage()}"
-        )
+        jid = fields.get("jid")
+        job_class = fields.get("job_class")
+        queue = fields.get("queue")
+        if jid and job_class and queue:  # a job's line: all three, in one go
+            ctx = f" jid={jid} class={job_class} queue={queue}"
+        else:
+            ctx = ""
+            for name, label in _CONTEXT_LABELS:
+                value = fields.get(name)
+                if value:
+                    ctx += f" {label}={value}"
+        ident = threading.get_ident()
+        who = _who.get(ident)
+        if who is None:
+            who = _thread_text(ident)
+        line = f"{stamp}.{int(record.msecs):03d}Z{who}{ctx} {record.levelname}: {record.getMessage()}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return line
+
+
+def _thread_text(ident: int) -> str:
+    """`` pid=<pid> tid=<ident in hex>``, kept per thread: the same text on every line it writes."""
+    if len(_who) >= 1024:  # thread ids are reused; a process starting threads without end stays bounded
+        _who.clear()
+    text = _who[ident] = f" pid={_pid} tid={ident:x}"
+    return text
 
 
 class JsonFormatter(logging.Formatter):
@@ -184,6 +201,7 @@ _combining: weakref.WeakSet[_Combining] = weakref.WeakSet()
 def _after_fork() -> None:
     global _pid
     _pid = os.getpid()
+    _who.clear()
     # A thread of the parent may have been writing when it forked: the child has no such thread.
     for handler in list(_combining):
         handler._forked()
