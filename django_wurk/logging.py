@@ -125,7 +125,7 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
         self._queue_lock = threading.Lock()
 
     def handle(self, record: logging.LogRecord) -> Any:
-        rv = self.filter(record)
+        rv = self.filter(record) if self.filters else True
         if isinstance(rv, logging.LogRecord):  # Python 3.12: a filter may hand back another record
             record = rv
         if not rv:
@@ -161,7 +161,9 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
         while True:
             with lock:
                 try:
-                    stream = self._open_stream()
+                    stream = self.stream
+                    if stream is None:
+                        stream = self._open_stream()
                     if stream:
                         stream.write(text)
                         stream.flush()
