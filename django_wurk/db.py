@@ -48,10 +48,11 @@ class CloseOldConnections:
     """Server middleware ``runwurk`` puts first in the chain."""
 
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        if thread_has_connections():
+        local = _thread  # thread_has_connections(), without two calls per job
+        if local.has_connections:
             close_old_connections()
         try:
             call_next()
         finally:
-            if thread_has_connections():
+            if local.has_connections:
                 close_old_connections()
