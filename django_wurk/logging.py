@@ -94,6 +94,10 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(data, ensure_ascii=False)
 
 
+#: Lines queued behind a write under way beyond which a logging thread waits for that write.
+QUEUED_AT_MOST = 10_000
+
+
 class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
     """Format on the logging thread, then write lines from several threads in one go.
 
@@ -108,8 +112,11 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
 
     The bytes and their order are what one write per record would give: lines are written
     in the order they were queued, whole. When ``handle`` returns, the line is written or
-    a thread that is writing will write it next. ``emit``, ``flush`` and ``setStream`` work
-    as in ``StreamHandler``; a child process made by ``fork`` starts with nothing queued.
+    a thread that is writing will write it next; past ``QUEUED_AT_MOST`` queued lines, a
+    thread waits for the write under way, so a stream that stops taking lines slows the
+    job threads down as before instead of filling memory. ``emit``, ``flush`` and
+    ``setStream`` work as in ``StreamHandler``; a child process made by ``fork`` starts with
+    nothing queued.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -140,9 +147,20 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
             return rv
         with self._queue_lock:
             if self._writing:
-                self._queued.append(line)
+                queued = self._queued
+                queued.append(line)
+                if len(queued) < QUEUED_AT_MOST:
+                    return rv
+            else:
+                self._writing = True
+                queued = None
+        if queued is not None:
+            # The stream is not keeping up (a stopped pipe reader, a full disk's retries):
+            # wait for the write under way, as every thread did when the lock covered the
+            # write, rather than queue lines without end while the jobs go on.
+            assert self.lock is not None
+            with self.lock:
                 return rv
-            self._writing = True
         try:
             self._write(line, record)
         except BaseException:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from django_wurk import logging as wurk_logging
 from django_wurk.core.worker.joblog import JobLog
-from django_wurk.logging import LineFileHandler, TextFormatter
+from django_wurk.logging import LineFileHandler, LineStreamHandler, TextFormatter
+from tests.conftest import wait_for
 
 
 def record(created: float, **context: str) -> logging.LogRecord:
@@ -161,3 +166,50 @@ def test_a_forked_child_writes_although_the_parent_was_writing(tmp_path: Path) -
         handler._writing = False
         logger.removeHandler(handler)
         handler.close()
+
+
+class _HeldStream(io.StringIO):
+    """A stream whose writes wait until it is let go: a pipe whose reader stopped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.go = threading.Event()
+
+    def write(self, text: str) -> int:
+        self.entered.set()
+        assert self.go.wait(30)
+        return super().write(text)
+
+
+def test_threads_wait_for_a_stuck_stream_once_enough_lines_are_queued(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(wurk_logging, "QUEUED_AT_MOST", 50)
+    stream = _HeldStream()
+    handler = LineStreamHandler(stream)
+    logger = logging.getLogger("django_wurk.test_combining_stuck")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        writer = threading.Thread(target=logger.info, args=("first",))
+        writer.start()
+        assert stream.entered.wait(10)  # the writer is inside the stuck write
+
+        def many() -> None:
+            for i in range(80):
+                logger.info("line %d", i)
+
+        other = threading.Thread(target=many)
+        other.start()
+        wait_for(lambda: len(handler._queued) >= 50, timeout=10)
+        assert other.is_alive() and len(handler._queued) == 50  # waiting, not queueing on
+        stream.go.set()
+        writer.join(10)
+        other.join(10)
+        assert not writer.is_alive() and not other.is_alive()
+        assert stream.getvalue().splitlines() == ["first"] + [f"line {i}" for i in range(80)]
+    finally:
+        stream.go.set()
+        logger.removeHandler(handler)
