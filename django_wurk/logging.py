@@ -35,12 +35,24 @@ class TextFormatter(logging.Formatter):
         self._second: tuple[int, str] = (-1, "")
 
     def format(self, record: logging.LogRecord) -> str:
+        line = self._line(
+            record.created, record.msecs, record.__dict__, record.levelname, record.getMessage()
+        )
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+    def job_line(self, created: float, msecs: float, message: str, context: dict[str, Any]) -> str:
+        """The line ``format`` makes of an INFO record with these attributes (``created``,
+        ``msecs``, the message, ``context`` as ``extra=``), without the record."""
+        return self._line(created, msecs, context, "INFO", message)
+
+    def _line(self, created: float, msecs: float, fields: dict[str, Any], level: str, message: str) -> str:
         second, stamp = self._second  # one tuple: threads never see a second with another's text
-        if int(record.created) != second:
-            second = int(record.created)
+        if int(created) != second:
+            second = int(created)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = (second, stamp)
-        fields = record.__dict__
         jid = fields.get("jid")
         job_class = fields.get("job_class")
         queue = fields.get("queue")
@@ -56,10 +68,7 @@ class TextFormatter(logging.Formatter):
         who = _who.get(ident)
         if who is None:
             who = _thread_text(ident)
-        line = f"{stamp}.{int(record.msecs):03d}Z{who}{ctx} {record.levelname}: {record.getMessage()}"
-        if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
-        return line
+        return f"{stamp}.{int(msecs):03d}Z{who}{ctx} {level}: {message}"
 
 
 def _thread_text(ident: int) -> str:
@@ -145,12 +154,33 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
         except Exception:
             self.handleError(record)
             return rv
+        self._emit_line(line, record)
+        return rv
+
+    def write_job_line(self, message: str, context: dict[str, Any]) -> bool:
+        """Write a job's INFO line as ``handle`` would write its record; False if it cannot.
+
+        For ``JobLog`` (``django_wurk.core.worker.joblog``), which calls it only when this
+        handler is the one a ``django_wurk.job`` record would reach, with nothing else on
+        the way (no other handler, no filter, no record factory). Then making the record
+        would serve only to format it: the line is made from the same values directly.
+        False when this handler would not write the line as ``TextFormatter`` does.
+        """
+        formatter = self.formatter
+        if type(formatter) is not TextFormatter or self.filters or self.level > logging.INFO:
+            return False
+        ct = time.time_ns()  # as JobLog sets a record's ``created`` and ``msecs``
+        line = formatter.job_line(ct / 1e9, (ct % 1_000_000_000) // 1_000_000, message, context)
+        self._emit_line(line + self.terminator, None)
+        return True
+
+    def _emit_line(self, line: str, record: logging.LogRecord | None) -> None:
         with self._queue_lock:
             if self._writing:
                 queued = self._queued
                 queued.append(line)
                 if len(queued) < QUEUED_AT_MOST:
-                    return rv
+                    return
             else:
                 self._writing = True
                 queued = None
@@ -160,19 +190,19 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
             # write, rather than queue lines without end while the jobs go on.
             assert self.lock is not None
             with self.lock:
-                return rv
+                return
         try:
             self._write(line, record)
         except BaseException:
             with self._queue_lock:
                 self._writing = False
             raise
-        return rv
 
-    def _write(self, text: str, record: logging.LogRecord) -> None:
+    def _write(self, text: str, record: logging.LogRecord | None) -> None:
         """Write ``text``, then what was queued meanwhile, until nothing is.
 
-        ``record`` is the one a failed write is reported with (``handleError``).
+        ``record`` is the one a failed write is reported with (``handleError``); a job line
+        written without one is reported as a record of its text.
         """
         lock = self.lock
         assert lock is not None  # Handler.__init__ made it
@@ -188,7 +218,7 @@ class _Combining(logging.StreamHandler):  # type: ignore[type-arg]
                 except RecursionError:
                     raise
                 except Exception:
-                    self.handleError(record)
+                    self.handleError(record or logging.makeLogRecord({"msg": text.rstrip("\n")}))
             with self._queue_lock:
                 queued = self._queued
                 if not queued:

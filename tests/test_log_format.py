@@ -213,3 +213,54 @@ def test_threads_wait_for_a_stuck_stream_once_enough_lines_are_queued(
     finally:
         stream.go.set()
         logger.removeHandler(handler)
+
+
+def test_a_job_line_written_without_a_record_is_the_records_line() -> None:
+    formatter = TextFormatter()
+    context = {"jid": "0123456789abcdef01234567", "job_class": "NoopJob", "queue": "default"}
+    for created in (1764594000.25, 1764594000.999, 1764594061.0):
+        made = record(created, **context, duration=0.0012, outcome="done")  # type: ignore[arg-type]
+        direct = formatter.job_line(created, made.msecs, "done: 0.001 sec", {**context, "outcome": "done"})
+        assert direct == formatter.format(made)
+    assert formatter.job_line(1764594000.5, 500.0, "start", {"queue": "q", "jid": ""}) == formatter.format(
+        record(1764594000.5, queue="q", jid="")
+    ).replace("done: 0.001 sec", "start")
+
+
+def test_runwurks_handler_writes_job_lines_directly_and_records_when_anything_else_listens(
+    tmp_path: Path,
+) -> None:
+    """With runwurk's logging, a job line is written without a record; a filter (or another
+    handler, or a record factory) on the way gets records again, and the same text."""
+    path = tmp_path / "worker.log"
+    root = logging.getLogger("django_wurk")
+    saved = (list(root.handlers), root.level, root.propagate)
+    wurk_logging.configure(logging.INFO, "text", str(path))
+    (handler,) = [h for h in root.handlers if h.get_name() == "django_wurk"]
+    seen: list[logging.LogRecord] = []
+
+    def keep(made: logging.LogRecord) -> bool:
+        seen.append(made)
+        return True
+
+    try:
+        joblog = JobLog(logging.getLogger("django_wurk.job"))
+        context = {"jid": "abc", "job_class": "NoopJob", "queue": "default"}
+        joblog.line("start", (), context)
+        handler.addFilter(keep)
+        joblog.line("done: %.3f sec", (0.0012,), {**context, "outcome": "done"})
+        handler.removeFilter(keep)
+        joblog.line("done: %.3f sec", (0.5,), context)
+    finally:
+        handler.close()
+        root.handlers[:] = saved[0]
+        root.setLevel(saved[1])
+        root.propagate = saved[2]
+    prefix = f"pid={os.getpid()} tid={threading.get_ident():x} jid=abc class=NoopJob queue=default INFO:"
+    lines = path.read_text().splitlines()
+    assert [line.split("Z ", 1)[1] for line in lines] == [
+        f"{prefix} start",
+        f"{prefix} done: 0.001 sec",
+        f"{prefix} done: 0.500 sec",
+    ]
+    assert [(r.getMessage(), r.outcome) for r in seen] == [("done: 0.001 sec", "done")]  # type: ignore[attr-defined]

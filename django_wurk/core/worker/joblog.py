@@ -49,6 +49,23 @@ class JobLog:
     def line(self, msg: str, args: tuple[Any, ...], context: dict[str, Any]) -> None:
         """Log ``msg % args`` at INFO with ``context``'s keys as record attributes (``extra=``)."""
         logger = self.logger
+        parent = logger.parent
+        if (
+            parent is not None
+            and not logger.handlers
+            and logger.propagate
+            and not parent.propagate
+            and len(parent.handlers) == 1
+            and not logger.filters
+            and not parent.filters
+            and not logger.disabled
+            and logging.getLogRecordFactory() is logging.LogRecord
+        ):
+            # runwurk's own handler (``django_wurk.logging``) is the only one the record would
+            # reach: it can write the line from these values without a record being made.
+            write = getattr(parent.handlers[0], "write_job_line", None)
+            if write is not None and write(msg % args if args else msg, context):
+                return
         caller = sys._getframe(1)
         # The call site by its bytecode offset: ``f_lineno`` scans the line table on every read.
         key = (msg, caller.f_lasti)
