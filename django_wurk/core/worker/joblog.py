@@ -10,6 +10,12 @@ each later one is a copy of its attributes with those few filled in, handed to
 ``Logger.handle`` as ``Logger.info`` would. Handlers, filters and formatters see a
 ``LogRecord`` with the same attributes and values.
 
+When the only thing a record would reach is ``runwurk``'s own handler (no other handler,
+no filter, no record factory: the default), even the copy is skipped: the handler's
+``write_job_line`` makes the very line its formatter would make of the record. The engine
+does not import that handler (it is Django glue); it asks whichever handler is there for
+the method, and takes the record path when there is none or it declines.
+
 A project that installs its own record factory (``logging.setLogRecordFactory``, e.g. to
 stamp trace ids per record) or logger class gets ``Logger.info`` as before: its factory
 must run for every record.
