@@ -2,10 +2,15 @@
 # bench/benchapp/jobs.py (same class names, same workloads, same completion probe).
 #
 #   REDIS_URL=... BENCH_REDIS_URL=... sidekiq -r ./bench/ruby/jobs.rb -c 10 -q default
+#
+# Several processes can run it at once (the sidekiq-x2 system): each keys its counts by its
+# own pid, and the driver takes the earliest first start and the latest last end over them.
 require "sidekiq"
 require "redis"
 
-Sidekiq.logger.level = Logger::WARN
+# No per-job lines (as runwurk -v 0), unless the run is one of the logging variants
+# (bench/systems/sidekiq.py), which keep Sidekiq's default INFO: a start and a done line per job.
+Sidekiq.logger.level = Logger::WARN unless ENV["BENCH_SIDEKIQ_LOG"] == "1"
 
 module BenchProbe
   CPU_ITERATIONS = 10_000
