@@ -120,9 +120,11 @@ def target_rows(results: dict[str, Any]) -> list[Target]:
             rows.append(
                 Target(measure, goal_text(None), ratios(cpu_per_job(results, b), cpu_per_job(results, a)), "")
             )
+    enq = results["enqueue"]
     for measure, key, mode, goal in ENQUEUE_RATIOS:
+        # -P 1 and -P 2 share a client, measured as -P 2, or as -P 1 when -P 2 was not run.
+        key = key if key in enq else key.replace("-p2", "-p1")
         if key in info and "sidekiq" in info:
-            enq = results["enqueue"]
             a, b = enq.get(key, {}).get(mode, []), enq.get("sidekiq", {}).get(mode, [])
             ratio_row(measure, list(a), list(b), (key, "sidekiq"), goal)
 

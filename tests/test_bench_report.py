@@ -186,3 +186,10 @@ def test_the_nohiredis_system_hides_hiredis_and_settings_check_it() -> None:
     # A process that expects hiredis but cannot import it fails loudly, and the other way round.
     assert "HIREDIS_AVAILABLE is False" in run_settings(env | {"BENCH_HIREDIS": "on"}).stderr
     assert "HIREDIS_AVAILABLE is True" in run_settings({"BENCH_HIREDIS": "off"}).stderr
+
+
+def test_enqueue_ratios_use_the_p1_client_when_p2_was_not_run() -> None:
+    res = results()
+    del res["systems"]["wurk-p2"]
+    res["enqueue"]["wurk-p1"] = res["enqueue"].pop("wurk-p2")
+    assert rows_by_measure(res)["enqueue: perform_async / Sidekiq push"].values == [1.2, 1.2, 1.2]
