@@ -22,7 +22,7 @@ help:
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
-	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
+	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~3 min)"
 	@echo "make bench-shards  drain throughput of 2 worker processes on 1 shard vs 2 shards (~2 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
