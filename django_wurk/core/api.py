@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,11 +24,13 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from django_wurk.core import activejob, keys, wire
-from django_wurk.core.dead_set import bury
+from django_wurk.core.dead_set import bury, bury_members
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
 
 PAGE = 100
+#: How many entries a bulk action ("retry all", "kill all") reads, and moves, per round trip.
+CHUNK = 500
 
 
 class KilledByAPI(RuntimeError):
@@ -38,6 +41,14 @@ class KilledByAPI(RuntimeError):
 
 def _digest(raw: bytes) -> bytes:
     return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+def _mark(raw: bytes, score: float) -> int:
+    """One sorted-set entry at one score, in 64 bits (see ``SortedSet._snapshot``): the same
+    bytes moved to another score are another entry."""
+    mark = hashlib.blake2b(struct.pack("<d", score), digest_size=8)
+    mark.update(raw)
+    return int.from_bytes(mark.digest(), "little")
 
 
 def _writable(payload: wire.Payload) -> bool:
@@ -395,9 +406,18 @@ class SortedEntry(JobRecord):
 
     def add_to_queue(self) -> bool:
         """Push it onto its queue now, unchanged (a scheduled job's "Add to queue")."""
+        payload = self._requeued(retry=False)
+        return self._promote(payload) if payload is not None else False
+
+    def _requeued(self, retry: bool) -> wire.Payload | None:
+        """What "Retry now" (``retry``) or "Add to queue" pushes, before the client middleware;
+        ``None`` when the entry cannot be written back, so it stays where it is."""
         if self.payload is None or not _writable(self.payload):
-            return False
-        return self._promote(self.payload)
+            return None
+        payload = dict(self.payload)
+        if retry and isinstance(payload.get("retry_count"), int):
+            payload["retry_count"] -= 1
+        return payload
 
     def _promote(self, payload: wire.Payload) -> bool:
         """False, leaving the entry where it is, when its ``queue`` names no queue (a list...)."""
@@ -409,12 +429,8 @@ class SortedEntry(JobRecord):
     def retry(self) -> bool:
         """ "Retry now": back onto its queue with ``retry_count`` lowered by one, as Sidekiq does,
         so the retry does not use up an attempt."""
-        if self.payload is None or not _writable(self.payload):
-            return False
-        payload = dict(self.payload)
-        if isinstance(payload.get("retry_count"), int):
-            payload["retry_count"] -= 1
-        return self._promote(payload)
+        payload = self._requeued(retry=True)
+        return self._promote(payload) if payload is not None else False
 
     def kill(self) -> bool:
         """Move to the dead set (unchanged) and tell the death handlers."""
@@ -532,18 +548,77 @@ class SortedSet:
         pipe.unlink(self.name)
         return int(pipe.execute()[0])
 
-    def _snapshot(self) -> dict[float, set[bytes]]:
-        """Who is in the set now: score -> digests of the members with that score.
+    def _snapshot(self) -> set[int]:
+        """Who is in the set now: each member's ``_mark`` (its bytes and score, in 64 bits).
 
         ZSCAN returns every member present for the whole scan, and the scan finishes before a
         bulk action changes anything, so an entry the action itself causes (a retried job
-        failing again, a kill's death handler scheduling a new one) is never in it. Digests
-        rather than members keep a large set's snapshot small.
+        failing again, a kill's death handler scheduling a new one) is never in it. Marks
+        rather than members keep the snapshot of a large set small: about 70 bytes an entry,
+        never its payload.
         """
-        wanted: dict[float, set[bytes]] = {}
-        for raw, score in self.wurk.redis.zscan_iter(self.name, count=1000):
-            wanted.setdefault(score, set()).add(_digest(raw))
-        return wanted
+        return {_mark(raw, score) for raw, score in self.wurk.redis.zscan_iter(self.name, count=1000)}
+
+    def _chunks(self, wanted: set[int]) -> Iterator[list[SortedEntry]]:
+        """The entries of ``wanted`` still in the set, oldest first, about ``CHUNK`` at a time.
+
+        Each read starts at a score: the lowest one not done yet. A full read (one entry more
+        than a chunk) leaves out its last score, whose entries may go on past it, and the next
+        read starts there; so no
+        offset is kept that entries moving meanwhile could invalidate, and entries added
+        behind the cursor are never read. Each entry is taken once (its mark leaves
+        ``wanted``), and reading stops once every entry of the snapshot has been met.
+        """
+        redis = self.wurk.redis
+        low = "-inf"
+        while wanted:
+            rows = redis.zrangebyscore(self.name, low, "+inf", start=0, num=CHUNK + 1, withscores=True)
+            full = len(rows) > CHUNK
+            if full:
+                top = rows[-1][1]
+                rows = [row for row in rows if row[1] < top]
+                if not rows:  # CHUNK entries or more share one score
+                    yield from self._group(top, wanted)
+                    low = f"({top!r}"
+                    continue
+                low = repr(top)
+            batch = []
+            for raw, score in rows:
+                mark = _mark(raw, score)
+                if mark in wanted:
+                    wanted.discard(mark)
+                    batch.append(SortedEntry(raw, score, self))
+            if batch:
+                yield batch
+            if not full:
+                return
+
+    def _group(self, score: float, wanted: set[int]) -> Iterator[list[SortedEntry]]:
+        """The entries at one score, ``CHUNK`` at a time (any number of entries can share one).
+
+        Within a score the set orders by member; after each chunk is acted on, the ones still
+        there are counted and skipped by the next read. An entry someone else adds or removes
+        at this very score meanwhile can shift that: one may then be left for later (never
+        taken twice: its mark is gone from ``wanted``).
+        """
+        redis = self.wurk.redis
+        stayed = 0
+        while wanted:
+            rows = redis.zrangebyscore(self.name, score, score, start=stayed, num=CHUNK, withscores=True)
+            batch = []
+            for raw, s in rows:
+                mark = _mark(raw, s)
+                if mark in wanted:
+                    wanted.discard(mark)
+                    batch.append(SortedEntry(raw, s, self))
+            if batch:
+                yield batch
+            if len(rows) < CHUNK:
+                return
+            pipe = redis.pipeline(transaction=False)
+            for raw, _ in rows:
+                pipe.zscore(self.name, raw)
+            stayed += sum(1 for s in pipe.execute() if s == score)
 
     def _drain(self, act: str) -> int:
         """Apply ``act`` to each entry present when it starts, once, oldest first.
@@ -551,35 +626,59 @@ class SortedSet:
         A pass that re-reads the set from its start takes entries added meanwhile too: a
         dead-set "Retry all" with workers running took the jobs that failed again and were
         buried with a new score, and ran them again (and again). So the entries are the
-        snapshot's; each page is read by score range and only snapshot members are acted
-        on (each action removes its member atomically, if still there, so an entry someone
-        else moved meanwhile is skipped). Entries that cannot be acted on (unreadable) stay.
+        snapshot's (``_snapshot``), read a chunk at a time (``_chunks``), and each chunk is
+        acted on in one round trip of atomic moves: an entry someone else moved meanwhile
+        is skipped. Entries that cannot be acted on (unreadable) stay. Memory is the
+        snapshot's marks plus one chunk of entries, whatever the size of the set.
         """
         wanted = self._snapshot()
-        scores = sorted(wanted)
         done = 0
-        i = 0
-        while i < len(scores):
-            j, count = i, 0
-            while j < len(scores) and (j == i or count + len(wanted[scores[j]]) <= PAGE):
-                count += len(wanted[scores[j]])
-                j += 1
-            rows = self.wurk.redis.zrangebyscore(self.name, scores[i], scores[j - 1], withscores=True)
-            for raw, score in rows:
-                digests = wanted.get(score)
-                digest = _digest(raw)
-                if digests is None or digest not in digests:
-                    continue  # added after the snapshot
-                digests.discard(digest)
-                if getattr(SortedEntry(raw, score, self), act)():
-                    done += 1
-            i = j
+        for batch in self._chunks(wanted):
+            done += self._kill_each(batch) if act == "kill" else self._requeue_each(batch, act == "retry")
+        return done
+
+    def _requeue_each(self, batch: list[SortedEntry], retry: bool) -> int:
+        """"Retry now" (or "Add to queue") each entry; how many went onto their queue."""
+        client = self.wurk.client
+        moves = []
+        for entry in batch:
+            payload = entry._requeued(retry)
+            if payload is not None:
+                moves.append((entry.raw, payload, client.promotion(payload)))
+        done = 0
+        error: Exception | None = None
+        for reply in client.move_each(self.name, moves):
+            if isinstance(reply, wire.PayloadError):
+                continue  # its queue names no queue: left where it is, as ``retry`` leaves it
+            if isinstance(reply, Exception):
+                error = error or reply
+            elif reply:
+                done += 1
+        if error is not None:
+            raise error  # after the rest of the chunk: each of those moves happened
+        return done
+
+    def _kill_each(self, batch: list[SortedEntry]) -> int:
+        """Move each entry to the dead set unchanged and tell the death handlers."""
+        done = 0
+        error: Exception | None = None
+        for entry, moved in zip(batch, bury_members(self.wurk, self.name, [e.raw for e in batch]), strict=True):
+            if isinstance(moved, Exception):
+                error = error or moved
+            elif moved:
+                done += 1
+                if entry.payload is not None:
+                    self.wurk.report_death(entry.payload, KilledByAPI("Job killed by API"))
+        if error is not None:
+            raise error
         return done
 
     def retry_all(self) -> int:
         return self._drain("retry")
 
     def kill_all(self) -> int:
+        if self.name == keys.DEAD:
+            return 0  # killing a dead job does nothing (``SortedEntry.kill``)
         return self._drain("kill")
 
 
