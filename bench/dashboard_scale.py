@@ -190,7 +190,11 @@ def fill_processes(r: redis.Redis, n: int) -> None:
         pipe.expire(keys.process(identity), 3600)
         work = {
             f"tid{t:04x}": wire.dumps(
-                {"queue": f"q{t % QUEUES}", "payload": wire.dumps(job(t, f"q{t % QUEUES}", now)), "run_at": int(now)}
+                {
+                    "queue": f"q{t % QUEUES}",
+                    "payload": wire.dumps(job(t, f"q{t % QUEUES}", now)),
+                    "run_at": int(now),
+                }
             )
             for t in range(THREADS)
         }
@@ -209,7 +213,10 @@ def fill_queues(r: redis.Redis, jobs: int) -> None:
         r.sadd(keys.QUEUES, name)
         pipe = r.pipeline(transaction=False)
         for start in range(0, per, CHUNK):
-            pipe.lpush(keys.queue(name), *(wire.dumps(job(i, name, now)) for i in range(start, min(start + CHUNK, per))))
+            pipe.lpush(
+                keys.queue(name),
+                *(wire.dumps(job(i, name, now)) for i in range(start, min(start + CHUNK, per))),
+            )
             if len(pipe) >= 20:
                 pipe.execute()
         pipe.execute()
@@ -320,18 +327,23 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
 
         return again
 
-    actions: list[tuple[str, Callable[[], object], str, list[tuple[bytes, float]]]] = [
-        ("dashboard: retries, retry all", post(client, url("all", kind="retries"), {"action": "retry_all", "confirm": "yes"}), keys.RETRY, retry_rows),
-        ("dashboard: retries, kill all", post(client, url("all", kind="retries"), {"action": "kill_all", "confirm": "yes"}), keys.RETRY, retry_rows),
-        ("dashboard: retries, delete all", post(client, url("all", kind="retries"), {"action": "delete_all", "confirm": "yes"}), keys.RETRY, retry_rows),
-        ("dashboard: dead, retry all", post(client, url("all", kind="dead"), {"action": "retry_all", "confirm": "yes"}), keys.DEAD, dead_rows),
-        ("dashboard: dead, delete all", post(client, url("all", kind="dead"), {"action": "delete_all", "confirm": "yes"}), keys.DEAD, dead_rows),
-        ("api: RetrySet.retry_all()", lambda: api.RetrySet(wurk).retry_all(), keys.RETRY, retry_rows),
-        ("api: RetrySet.kill_all()", lambda: api.RetrySet(wurk).kill_all(), keys.RETRY, retry_rows),
-        ("api: RetrySet.clear_all()", lambda: api.RetrySet(wurk).clear_all(), keys.RETRY, retry_rows),
-        ("api: DeadSet.retry_all()", lambda: api.DeadSet(wurk).retry_all(), keys.DEAD, dead_rows),
-    ]  # fmt: skip
-    for label, act, key, rows in actions:
+    def everything(kind: str, action: str) -> Callable[[], None]:
+        """The dashboard's "retry all" (etc.) button, confirmed."""
+        return post(client, url("all", kind=kind), {"action": action, "confirm": "yes"})
+
+    retry, dead = (keys.RETRY, retry_rows), (keys.DEAD, dead_rows)
+    actions: list[tuple[str, Callable[[], object], tuple[str, list[tuple[bytes, float]]]]] = [
+        ("dashboard: retries, retry all", everything("retries", "retry_all"), retry),
+        ("dashboard: retries, kill all", everything("retries", "kill_all"), retry),
+        ("dashboard: retries, delete all", everything("retries", "delete_all"), retry),
+        ("dashboard: dead, retry all", everything("dead", "retry_all"), dead),
+        ("dashboard: dead, delete all", everything("dead", "delete_all"), dead),
+        ("api: RetrySet.retry_all()", lambda: api.RetrySet(wurk).retry_all(), retry),
+        ("api: RetrySet.kill_all()", lambda: api.RetrySet(wurk).kill_all(), retry),
+        ("api: RetrySet.clear_all()", lambda: api.RetrySet(wurk).clear_all(), retry),
+        ("api: DeadSet.retry_all()", lambda: api.DeadSet(wurk).retry_all(), dead),
+    ]
+    for label, act, (key, rows) in actions:
         print(f"[{size.label}] {label}", file=sys.stderr)
         out[label] = median_time(act, action_reps, before=refill(key, rows))
         if r.zcard(key) != 0:
@@ -346,7 +358,9 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="big = 100k jobs and sets of 10k")
     parser.add_argument("--reps", type=int, default=5, help="repetitions of each page (median)")
     parser.add_argument("--server", choices=["redis", "valkey"], default="redis")
@@ -368,7 +382,8 @@ def main() -> None:
 
     print(f"\n{server.description}; load average before {started}, after {ended}\n")
     print(
-        f"small: {SMALL.processes} processes, {SMALL.jobs:,} jobs in {QUEUES} queues, sets of {SMALL.entries:,}; "
+        f"small: {SMALL.processes} processes, {SMALL.jobs:,} jobs in {QUEUES} queues, "
+        f"sets of {SMALL.entries:,}; "
         f"big: {big.processes} processes, {big.jobs:,} jobs, sets of {big.entries:,}. "
         f"Pages: median of {opts.reps}; bulk actions: median of 3 (small), 1 (big).\n"
     )

@@ -31,6 +31,10 @@ from django_wurk.core.engine import wurk as default_wurk
 PAGE = 100
 #: How many entries a bulk action ("retry all", "kill all") reads, and moves, per round trip.
 CHUNK = 500
+#: Members one ZSCAN call looks at in a search. A search reads the whole set whatever this is
+#: (O(n), in Redis); fewer, larger calls halve its time at 100,000 entries (200 round trips
+#: at 500, 50 at 2,000), while one call still holds Redis for only a few milliseconds.
+SCAN_COUNT = 2000
 
 
 class KilledByAPI(RuntimeError):
@@ -518,7 +522,7 @@ class SortedSet:
     def scan(self, match: str) -> Iterator[SortedEntry]:
         """Entries whose JSON contains ``match`` (Redis ZSCAN, so it never loads the whole set)."""
         pattern = "*" + "".join("\\" + c if c in "*?[]\\" else c for c in match) + "*"
-        for raw, score in self.wurk.redis.zscan_iter(self.name, match=pattern, count=500):
+        for raw, score in self.wurk.redis.zscan_iter(self.name, match=pattern, count=SCAN_COUNT):
             yield SortedEntry(raw, score, self)
 
     def fetch(self, score: float, jid: str | None = None) -> list[SortedEntry]:
@@ -638,7 +642,7 @@ class SortedSet:
         return done
 
     def _requeue_each(self, batch: list[SortedEntry], retry: bool) -> int:
-        """"Retry now" (or "Add to queue") each entry; how many went onto their queue."""
+        """ "Retry now" (or "Add to queue") each entry; how many went onto their queue."""
         client = self.wurk.client
         moves = []
         for entry in batch:
@@ -662,7 +666,9 @@ class SortedSet:
         """Move each entry to the dead set unchanged and tell the death handlers."""
         done = 0
         error: Exception | None = None
-        for entry, moved in zip(batch, bury_members(self.wurk, self.name, [e.raw for e in batch]), strict=True):
+        for entry, moved in zip(
+            batch, bury_members(self.wurk, self.name, [e.raw for e in batch]), strict=True
+        ):
             if isinstance(moved, Exception):
                 error = error or moved
             elif moved:
@@ -759,10 +765,7 @@ class Process:
         return raw is not None and _text(raw) == self.identity  # no leader is not a process named ""
 
     def signal(self, name: str) -> None:
-        pipe = self.wurk.redis.pipeline(transaction=True)
-        pipe.lpush(keys.signals(self.identity), name)
-        pipe.expire(keys.signals(self.identity), keys.PROCESS_TTL)
-        pipe.execute()
+        signal_each([self], name)
 
     def quiet(self) -> None:
         self.signal("TSTP")
@@ -772,6 +775,18 @@ class Process:
 
     def dump_threads(self) -> None:
         self.signal("TTIN")
+
+
+def signal_each(processes: list[Process], name: str) -> None:
+    """Send ``name`` (TSTP, TERM, TTIN) to each process, all in one round trip; each process
+    reads it on its next heartbeat."""
+    if not processes:
+        return
+    pipe = processes[0].wurk.redis.pipeline(transaction=True)
+    for p in processes:
+        pipe.lpush(keys.signals(p.identity), name)
+        pipe.expire(keys.signals(p.identity), keys.PROCESS_TTL)
+    pipe.execute()
 
 
 class ProcessSet:
@@ -819,12 +834,10 @@ class ProcessSet:
         return sum(p.concurrency for p in self)
 
     def quiet_all(self) -> None:
-        for p in self:
-            p.quiet()
+        signal_each(list(self), "TSTP")
 
     def stop_all(self) -> None:
-        for p in self:
-            p.stop()
+        signal_each(list(self), "TERM")
 
 
 @dataclass

@@ -19,6 +19,7 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from redis import Redis
 from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
@@ -146,6 +147,9 @@ class Engine(Protocol):
 
     @property
     def lines(self) -> ThreadLines: ...
+
+    @property
+    def redis(self) -> Redis: ...
 
     @property
     def scripts(self) -> Scripts: ...

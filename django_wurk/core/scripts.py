@@ -113,7 +113,9 @@ def run_each(redis: Any, script: Script, calls: Sequence[tuple[Sequence[Any], Se
 def promote_each(redis: Any, source: str, moves: Sequence[tuple[bytes, str, str]]) -> list[Any]:
     """``Scripts.promote`` for each ``(member, queue, payload)``, in one round trip (``run_each``)."""
     return run_each(
-        redis, PROMOTE, [((source, keys.QUEUES, keys.queue(q)), (member, q, body)) for member, q, body in moves]
+        redis,
+        PROMOTE,
+        [((source, keys.QUEUES, keys.queue(q)), (member, q, body)) for member, q, body in moves],
     )
 
 
