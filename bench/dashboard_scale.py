@@ -188,7 +188,7 @@ def fill_processes(r: redis.Redis, n: int) -> None:
             },
         )
         pipe.expire(keys.process(identity), 3600)
-        work = {
+        work: dict[Any, Any] = {
             f"tid{t:04x}": wire.dumps(
                 {
                     "queue": f"q{t % QUEUES}",
@@ -246,15 +246,32 @@ def fill_set(r: redis.Redis, key: str, rows: list[tuple[bytes, float]]) -> None:
 # Measuring ---------------------------------------------------------------------------------------
 
 
-def median_time(fn: Callable[[], object], reps: int, before: Callable[[], object] | None = None) -> float:
+#: (wall clock, CPU of this process, CPU of the Redis server), each in seconds.
+Sample = tuple[float, float, float]
+
+
+def redis_cpu(r: redis.Redis) -> float:
+    cpu = r.info("cpu")
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
+def median_time(
+    r: redis.Redis, fn: Callable[[], object], reps: int, before: Callable[[], object] | None = None
+) -> Sample:
+    """Medians of ``reps`` calls of ``fn``: wall clock, and the CPU this process and Redis
+    spent (less sensitive than the wall clock to what else runs on the machine)."""
     samples = []
     for _ in range(reps):
         if before is not None:
             before()
+        server = redis_cpu(r)
+        cpu = time.process_time()
         started = time.perf_counter()
         fn()
-        samples.append(time.perf_counter() - started)
-    return statistics.median(samples)
+        wall = time.perf_counter() - started
+        samples.append((wall, time.process_time() - cpu, redis_cpu(r) - server))
+    wall, cpu, server = (statistics.median(column) for column in zip(*samples, strict=True))
+    return wall, cpu, server
 
 
 def get(client: Any, path: str) -> Callable[[], None]:
@@ -275,11 +292,11 @@ def post(client: Any, path: str, data: dict[str, str]) -> Callable[[], None]:
     return send
 
 
-def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int) -> dict[str, float]:
+def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int) -> dict[str, Sample]:
     from django_wurk.core import api, keys
     from django_wurk.core.engine import wurk
 
-    out: dict[str, float] = {}
+    out: dict[str, Sample] = {}
     print(f"[{size.label}] filling {size.processes} processes, {size.jobs:,} jobs", file=sys.stderr)
     r.flushdb()
     fill_processes(r, size.processes)
@@ -296,16 +313,16 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
         "dashboard: one queue, last page": url("queue", name="q0") + f"?page={last}",
     }
     for label, path in pages.items():
-        out[label] = median_time(get(client, path), reps)
+        out[label] = median_time(r, get(client, path), reps)
     # A delete whose job has gone (run meanwhile) looks through the queue before saying so.
     gone = {"name": "q0", "digest": "0" * 32, "position": "0"}
     out["dashboard: delete a job no longer in the queue"] = median_time(
-        post(client, url("queue_delete"), gone), reps
+        r, post(client, url("queue_delete"), gone), reps
     )
-    out["api: Stats()"] = median_time(lambda: api.Stats(wurk), reps)
-    out["api: queue_summaries()"] = median_time(lambda: api.queue_summaries(wurk), reps)
-    out["api: list(ProcessSet())"] = median_time(lambda: list(api.ProcessSet(wurk)), reps)
-    out["api: list(Workers())"] = median_time(lambda: list(api.Workers(wurk)), reps)
+    out["api: Stats()"] = median_time(r, lambda: api.Stats(wurk), reps)
+    out["api: queue_summaries()"] = median_time(r, lambda: api.queue_summaries(wurk), reps)
+    out["api: list(ProcessSet())"] = median_time(r, lambda: list(api.ProcessSet(wurk)), reps)
+    out["api: list(Workers())"] = median_time(r, lambda: list(api.Workers(wurk)), reps)
 
     print(f"[{size.label}] filling retry and dead sets of {size.entries:,}", file=sys.stderr)
     r.flushdb()
@@ -318,12 +335,12 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
     for slug in ("retries", "dead"):
         base = url(slug)
         for where, page in (("first", 1), ("middle", max(last // 2, 1)), ("last", last)):
-            out[f"dashboard: {slug}, {where} page"] = median_time(get(client, f"{base}?page={page}"), reps)
-        out[f"dashboard: {slug}, search one jid"] = median_time(get(client, f"{base}?q={wanted}"), reps)
+            out[f"dashboard: {slug}, {where} page"] = median_time(r, get(client, f"{base}?page={page}"), reps)
+        out[f"dashboard: {slug}, search one jid"] = median_time(r, get(client, f"{base}?q={wanted}"), reps)
     retries = api.RetrySet(wurk)
     for where, start in (("first", 0), ("middle", size.entries // 2), ("last", size.entries - 25)):
-        out[f"api: RetrySet.page, {where}"] = median_time(lambda s=start: retries.page(s, 25), reps)  # type: ignore[misc]
-    out["api: RetrySet.find_job(jid)"] = median_time(lambda: retries.find_job(wanted), reps)
+        out[f"api: RetrySet.page, {where}"] = median_time(r, lambda s=start: retries.page(s, 25), reps)  # type: ignore[misc]
+    out["api: RetrySet.find_job(jid)"] = median_time(r, lambda: retries.find_job(wanted), reps)
 
     def refill(key: str, rows: list[tuple[bytes, float]]) -> Callable[[], None]:
         def again() -> None:
@@ -350,13 +367,13 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
     ]
     for label, act, (key, rows) in actions:
         print(f"[{size.label}] {label}", file=sys.stderr)
-        out[label] = median_time(act, action_reps, before=refill(key, rows))
+        out[label] = median_time(r, act, action_reps, before=refill(key, rows))
         if r.zcard(key) != 0:
             raise RuntimeError(f"{label} left {r.zcard(key)} entries in {key}")
     refill(keys.RETRY, retry_rows)()
     tracemalloc.start()
     api.RetrySet(wurk).retry_all()
-    out["api: RetrySet.retry_all() peak traced MB"] = tracemalloc.get_traced_memory()[1] / 1e6
+    out["api: RetrySet.retry_all() peak traced MB"] = (tracemalloc.get_traced_memory()[1] / 1e6, 0.0, 0.0)
     tracemalloc.stop()
     r.flushdb()
     return out
@@ -392,14 +409,18 @@ def main() -> None:
         f"big: {big.processes} processes, {big.jobs:,} jobs, sets of {big.entries:,}. "
         f"Pages: median of {opts.reps}; bulk actions: median of 3 (small), 1 (big).\n"
     )
-    print("| operation | small | big | big / small |")
-    print("|---|---:|---:|---:|")
+    print("| operation | small | big | big / small | big: web process CPU | big: Redis CPU |")
+    print("|---|---:|---:|---:|---:|---:|")
     for label in small:
-        a, b = small[label], large[label]
+        a, b = small[label][0], large[label][0]
         if label.endswith("MB"):
-            print(f"| {label} | {a:.1f} MB | {b:.1f} MB | {b / a:.1f}x |")
+            print(f"| {label} | {a:.1f} MB | {b:.1f} MB | {b / a:.1f}x | | |")
         else:
-            print(f"| {label} | {a * 1000:.1f} ms | {b * 1000:.1f} ms | {b / a:.1f}x |")
+            cpu, server_cpu = large[label][1:]
+            print(
+                f"| {label} | {a * 1000:.1f} ms | {b * 1000:.1f} ms | {b / a:.1f}x "
+                f"| {cpu * 1000:.0f} ms | {server_cpu * 1000:.0f} ms |"
+            )
 
 
 if __name__ == "__main__":
