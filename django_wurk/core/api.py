@@ -578,10 +578,9 @@ class SortedSet:
 
         Each read starts at a score: the lowest one not done yet. A full read (one entry more
         than a chunk) leaves out its last score, whose entries may go on past it, and the next
-        read starts there; so no
-        offset is kept that entries moving meanwhile could invalidate, and entries added
-        behind the cursor are never read. Each entry is taken once (its mark leaves
-        ``wanted``), and reading stops once every entry of the snapshot has been met.
+        read starts there; so no offset is kept that entries moving meanwhile could shift,
+        and entries added behind the cursor are never read. Each entry is taken once (its
+        mark leaves ``wanted``), and reading stops once every entry of the snapshot is met.
         """
         redis = self.wurk.redis
         low = "-inf"
