@@ -319,6 +319,11 @@ def measure(client: Any, r: redis.Redis, size: Size, reps: int, action_reps: int
     out["dashboard: delete a job no longer in the queue"] = median_time(
         r, post(client, url("queue_delete"), gone), reps
     )
+    # The oldest job of a queue, the last one a search from the head reaches.
+    oldest = api.JobRecord(r.lindex(keys.queue("q0"), -1) or b"").jid
+    out["api: Queue.find_job(oldest jid)"] = median_time(
+        r, lambda: api.Queue("q0", wurk).find_job(oldest), reps
+    )
     out["api: Stats()"] = median_time(r, lambda: api.Stats(wurk), reps)
     out["api: queue_summaries()"] = median_time(r, lambda: api.queue_summaries(wurk), reps)
     out["api: list(ProcessSet())"] = median_time(r, lambda: list(api.ProcessSet(wurk)), reps)
