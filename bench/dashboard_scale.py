@@ -1,7 +1,7 @@
 """How the dashboard and the data API cost as the work in Redis grows (issue 16, "Cost as work grows").
 
     python bench/dashboard_scale.py            # small (10 processes, 1k jobs, 1k entries) and big
-                                               # (100 processes, 1M jobs, 100k entries): ~10 min
+                                               # (100 processes, 1M jobs, 100k entries): ~7 min
     python bench/dashboard_scale.py --quick    # big = 100 processes, 100k jobs, 10k entries
     make bench-dashboard
 
@@ -57,7 +57,7 @@ QUICK_BIG = Size("big", 100, 100_000, 10_000)
 
 
 def loadavg() -> str:
-    return Path("/proc/loadavg").read_text().split(" ", 3)[:3].__str__()
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def setup_django(url: str) -> Any:
