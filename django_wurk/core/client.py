@@ -19,13 +19,14 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from redis import Redis
 from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
 from django_wurk.core.config import Config, redact_url
 from django_wurk.core.connection import ThreadLines
 from django_wurk.core.middleware import Chain
-from django_wurk.core.scripts import Scripts
+from django_wurk.core.scripts import Scripts, promote_each
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk.client")
@@ -146,6 +147,9 @@ class Engine(Protocol):
 
     @property
     def lines(self) -> ThreadLines: ...
+
+    @property
+    def redis(self) -> Redis: ...
 
     @property
     def scripts(self) -> Scripts: ...
@@ -474,6 +478,31 @@ class Client:
         body = wire.dumps(prepared) if prepared is not None else ""
         moved = self.wurk.scripts.promote(key, member, queue, body)
         return moved and prepared is not None
+
+    def move_each(self, key: str, entries: Sequence[tuple[bytes, Payload, Payload | None]]) -> list[Any]:
+        """``move`` for each ``(member, payload, prepared)``, in one round trip; each move is
+        still atomic on its own, so racing callers move an entry once.
+
+        One reply per entry, in order: a bool as ``move`` returns it, or the exception that
+        entry met, returned rather than raised so it cannot hide what the others did:
+        ``wire.PayloadError`` when it names no queue (nothing sent), a ``ResponseError``
+        (WRONGTYPE) when its queue key is not a list (nothing changed).
+        """
+        out: list[Any] = [None] * len(entries)
+        moves: list[tuple[bytes, str, str]] = []
+        sent: list[int] = []
+        for i, (member, payload, prepared) in enumerate(entries):
+            try:
+                queue = promoted_queue(prepared or payload)
+            except wire.PayloadError as exc:
+                out[i] = exc
+                continue
+            moves.append((member, queue, wire.dumps(prepared) if prepared is not None else ""))
+            sent.append(i)
+        replies = promote_each(self.wurk.redis, key, moves) if moves else []
+        for i, reply in zip(sent, replies, strict=True):
+            out[i] = reply if isinstance(reply, Exception) else bool(reply) and entries[i][2] is not None
+        return out
 
     def push_bulk(
         self,

@@ -10,6 +10,10 @@ A ``Scripts`` is bound to one way of sending a command: a client's ``execute_com
 (the pool, any thread) or a ``Line``'s ``call`` (one thread's own connection: the per-job
 fetch). Both run through ``_run``: EVALSHA, and on NOSCRIPT (a restarted server, a
 ``SCRIPT FLUSH``) SCRIPT LOAD and EVALSHA once more. No script is sent as EVAL text.
+
+A bulk action (the data API's "retry all", "kill all") runs one script once per entry; one
+round trip per entry made 100,000 entries cost 100,000 round trips, so ``run_each`` sends a
+chunk of calls in one pipeline instead. Each call is still its own atomic script.
 """
 
 from __future__ import annotations
@@ -77,6 +81,51 @@ ALL = (
     LIMITER_SWEEP,
     HISTORY_SNAPSHOT,
 )
+
+
+def run_each(redis: Any, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]) -> list[Any]:
+    """Run ``script`` once per ``(keys, args)`` in ``calls``, all in one round trip (a pipeline).
+
+    The replies come in order; an error reply is returned as its exception, not raised, so
+    one refused call does not hide what the others did. A NOSCRIPT reply means that call ran
+    nothing, so those calls alone are sent again after a SCRIPT LOAD.
+    """
+    replies: list[Any] = [None] * len(calls)
+    pending = list(range(len(calls)))
+    for attempt in range(2):
+        pipe = redis.pipeline(transaction=False)
+        for i in pending:
+            script_keys, args = calls[i]
+            pipe.execute_command("EVALSHA", script.sha, len(script_keys), *script_keys, *args)
+        again = []
+        for i, reply in zip(pending, pipe.execute(raise_on_error=False), strict=True):
+            if isinstance(reply, NoScriptError) and attempt == 0:
+                again.append(i)
+            else:
+                replies[i] = reply
+        if not again:
+            break
+        redis.execute_command("SCRIPT", "LOAD", script.source)
+        pending = again
+    return replies
+
+
+def promote_each(redis: Any, source: str, moves: Sequence[tuple[bytes, str, str]]) -> list[Any]:
+    """``Scripts.promote`` for each ``(member, queue, payload)``, in one round trip (``run_each``)."""
+    return run_each(
+        redis,
+        PROMOTE,
+        [((source, keys.QUEUES, keys.queue(q)), (member, q, body)) for member, q, body in moves],
+    )
+
+
+def bury_each(
+    redis: Any, source: str, members: Sequence[bytes], at: float, drop_before: float, max_jobs: int
+) -> list[Any]:
+    """``Scripts.bury`` with ``source`` for each member, moved unchanged, in one round trip."""
+    head = (repr(at),)
+    tail = (repr(drop_before), max_jobs)
+    return run_each(redis, BURY, [((keys.DEAD, source), (*head, m, *tail, m)) for m in members])
 
 
 class Scripts:
