@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from random import Random
 from typing import IO
 
 import redis
@@ -116,15 +117,18 @@ def rows() -> list[Row]:
 # Filling ----------------------------------------------------------------------------------
 
 
-def payloads(queue: str, n: int, arg_bytes: int, first_jid: int) -> Iterator[bytes]:
+def payloads(queue: str, n: int, arg_bytes: int, seed: int) -> Iterator[bytes]:
     """n valid NoopJob payloads for ``queue``, each with its own jid, made from one template."""
     now = time.time()
-    head = json.dumps({"retry": True, "queue": queue, "class": "NoopJob", "args": ["x" * arg_bytes]})
-    head = head[:-1] + ', "jid": "'
-    tail = f'", "created_at": {now!r}, "enqueued_at": {now!r}}}'.encode()
+    args = json.dumps(["x" * arg_bytes])
+    head = f'{{"retry":true,"queue":"{queue}","class":"NoopJob","args":{args},"jid":"'
+    tail = f'","created_at":{now!r},"enqueued_at":{now!r}}}'.encode()
     prefix = head.encode()
-    for i in range(first_jid, first_jid + n):
-        yield prefix + b"%024x" % i + tail
+    # Random jids, as the client makes them: a counter's leading zeros would be a run of 19
+    # digits, which sends every payload to the slow JSON reader (wire.decode_json).
+    random = Random(seed)
+    for _ in range(n):
+        yield prefix + b"%024x" % random.getrandbits(96) + tail
 
 
 def check_payload(raw: bytes) -> None:

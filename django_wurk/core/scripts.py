@@ -32,7 +32,8 @@ Pipeline = Callable[[list[tuple[Any, ...]]], list[Any]]
 
 #: Bytes: a finished job larger than this is acknowledged by its own LREM, not inside the
 #: fetch script. Copying an argument into Lua costs Redis about 1 us per KB; a command of
-#: its own costs the worker about 2 us: past a few KB the command is the cheaper one.
+#: its own costs the worker a reply to read, a few us: past a few KB the command is cheaper
+#: (10 KB jobs: Redis 33 -> 24 us a job, the worker about 4 us more).
 ACK_IN_SCRIPT_BYTES = 4096
 
 
