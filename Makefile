@@ -14,7 +14,7 @@ STAMP := $(VENV)/.django-wurk-installed
 DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint run bench bench-shards clean distclean
+.PHONY: help venv test lint run bench bench-shards bench-growth clean distclean
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
@@ -24,6 +24,7 @@ help:
 	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
 	@echo "make bench-shards  drain throughput of 2 worker processes on 1 shard vs 2 shards (~2 min)"
+	@echo "make bench-growth  how a worker's costs grow with queue depth, payload, queues, processes (~4 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 
@@ -60,6 +61,9 @@ bench: venv
 
 bench-shards: venv
 	$(BIN)/python bench/shards.py $(BENCH_ARGS)
+
+bench-growth: venv
+	$(BIN)/python bench/growth.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output

@@ -1,7 +1,7 @@
 """How a worker's costs grow with the work around it: curves, not single points.
 
-    python bench/growth.py              # 3 rounds of every curve (make bench-growth), ~8 minutes
-    python bench/growth.py --rounds 1   # one round, ~3 minutes
+    python bench/growth.py              # 5 rounds of every curve (make bench-growth), ~4 minutes
+    python bench/growth.py --rounds 1   # one round, under a minute
     python bench/growth.py --curves depth,queues
 
 One ``runwurk -P 1 -c 10 -v 0`` process drains no-op jobs from a private Redis while one
@@ -10,8 +10,9 @@ thing grows, curve by curve:
 - **depth**: 10k, 100k and 1M jobs waiting in the queue;
 - **payload**: one string argument of 100 B, 10 KB and 100 KB;
 - **queues**: 1, 10 and 50 queues with weights (``-q q0,1 -q q1,2 -q q2,3 ...``), the jobs
-  spread evenly over them; and 50 queues of which only one holds jobs (every fetch passes
-  the 49 empty ones);
+  spread evenly over them; 50 queues of which only one holds jobs (every fetch passes the
+  49 empty ones); and the 50 with ten times the weights (the same shares: only the cost of
+  drawing the order could differ);
 - **processes**: 1, 10 and 100 live processes' heartbeats in Redis (ours plus 9 or 99
   others written in the shape our heartbeat and Sidekiq's write, refreshed every 5 s).
 
@@ -93,6 +94,7 @@ def rows() -> list[Row]:
     A depth row fills its depth on top of the window, so that many jobs wait throughout it."""
     default = (("default", 0),)
     q50 = weighted(50)
+    heavy = tuple((name, weight * 10) for name, weight in q50)  # the same shares, larger weights
     window = (5_000, 45_000)
     return [
         *(
@@ -107,6 +109,7 @@ def rows() -> list[Row]:
             for n in (1, 10, 50)
         ),
         Row("queues", "50, 1 with jobs", q50, (q50[-1][0],), 45_000, window=window),
+        Row("queues", "50, weights x10", heavy, tuple(q for q, _ in heavy), 60_000, window=window),
         *(
             Row("processes", str(n), default, ("default",), 45_000, processes=n, window=window)
             for n in (1, 10, 100)
@@ -462,7 +465,7 @@ def beat_table(costs: dict[int, list[BeatCost]]) -> str:
 def main() -> None:
     curves = sorted({row.curve for row in rows()})
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="rounds over every row (default 3)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds over every row (default 5)")
     parser.add_argument("--curves", help=f"comma-separated, of {', '.join(curves)} (default: all)")
     opts = parser.parse_args()
     wanted = set(opts.curves.split(",")) if opts.curves else set(curves)
