@@ -24,7 +24,7 @@ help:
 	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
 	@echo "make bench-shards  drain throughput of 2 worker processes on 1 shard vs 2 shards (~2 min)"
-	@echo "make bench-growth  how a worker's costs grow with queue depth, payload, queues, processes (~4 min)"
+	@echo "make bench-growth  how a worker's costs grow with queue depth, payload, queues, processes (~5 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 

@@ -1,6 +1,6 @@
 """How a worker's costs grow with the work around it: curves, not single points.
 
-    python bench/growth.py              # 5 rounds of every curve (make bench-growth), ~4 minutes
+    python bench/growth.py              # 5 rounds of every curve (make bench-growth), ~5 minutes
     python bench/growth.py --rounds 1   # one round, under a minute
     python bench/growth.py --curves depth,queues
 
