@@ -15,6 +15,18 @@ lookup per key. The keys are looked for when the chain starts, in the payload as
 job was read, so a job pushed by any producer (Ruby included) that carries the option
 still goes through it; a middleware that must see keys another one adds on the way in
 does not declare ``payload_keys``.
+
+Client middleware runs on every push, and the built-in ones act only on payloads with an
+option (``encrypt``, ``expires_in``), yet each costs a call per push whether it acts or not:
+in a bulk push that was as much as encoding the job. So a client middleware may say
+``client_keys``: it does nothing but ``return call_next()`` unless one of these keys is in
+the payload as it is called or in what ``call_next()`` returns. Unlike ``payload_keys`` the
+keys could be added on the way, by another middleware, so they are trusted only in a chain
+where every middleware says which keys it adds, with ``adds_keys`` (a frozenset: the keys
+it may add to a payload or remove from it; it changes a payload only in place and returns
+what ``call_next()`` returned, or ``None``). Then a middleware whose keys are absent, and
+that no other one can add, is skipped exactly when it would have done nothing. Any other
+middleware in the chain (an application's own, say) turns the skipping off.
 """
 
 from __future__ import annotations
@@ -106,6 +118,21 @@ class Chain:
                 return i
         raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
 
+    def _build_plan(self) -> list[tuple[Any, tuple[str, ...] | None]]:
+        instances = [instance for _, instance in reversed(self._entries)]
+        adds: list[frozenset[str] | None] = [getattr(i, "adds_keys", None) for i in instances]
+        declared = all(a is not None for a in adds)
+        plan: list[tuple[Any, tuple[str, ...] | None]] = []
+        for index, instance in enumerate(instances):
+            wanted = getattr(instance, "payload_keys", None)
+            keys = getattr(instance, "client_keys", None)
+            if wanted is None and keys is not None and declared:
+                others = frozenset().union(*(a for i, a in enumerate(adds) if i != index and a is not None))
+                if not others.intersection(keys):
+                    wanted = tuple(keys)
+            plan.append((instance, wanted))
+        return plan
+
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
         """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``.
 
@@ -115,9 +142,7 @@ class Chain:
         """
         plan = self._plan
         if plan is None:
-            plan = self._plan = [
-                (instance, getattr(instance, "payload_keys", None)) for _, instance in reversed(self._entries)
-            ]
+            plan = self._plan = self._build_plan()
         payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
         for instance, wanted in plan:

@@ -74,6 +74,10 @@ def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
 
 
 class BatchClientMiddleware:
+    #: Acts on pushes inside a batch's block (not a payload key, so it is never skipped);
+    #: adds ``bid`` to them.
+    adds_keys = frozenset({"bid"})
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 
