@@ -407,17 +407,25 @@ class Client:
         self.wurk = wurk
 
     def prepare(
-        self, payload: Payload, created_at: float | int | None = None, at: float | None = None
+        self,
+        payload: Payload,
+        created_at: float | int | None = None,
+        at: float | None = None,
+        jid: str | None = None,
+        owned: bool = False,
     ) -> Payload | None:
-        """Give the payload its jid and creation time, then run the client middleware.
+        """Give the payload its jid (``jid``, or a new one) and creation time, then run the
+        client middleware.
 
         A scheduled push's ``at`` is in the payload while the middleware runs, as in
         Sidekiq's client (expiring jobs count from it), and taken out again afterwards: the
-        schedule set keeps it as the entry's score, not in the job.
+        schedule set keeps it as the entry's score, not in the job. The payload is copied
+        first unless the caller ``owned`` it (built it for this push alone).
         """
-        payload = dict(payload)
+        if not owned:
+            payload = dict(payload)
         if not payload.get("jid"):
-            payload["jid"] = wire.new_jid()
+            payload["jid"] = jid or wire.new_jid()
         if "created_at" not in payload:
             payload["created_at"] = created_at or wire.now_stamp(self.wurk.config.timestamps)
         chain = self.wurk.client_middleware
@@ -432,11 +440,17 @@ class Client:
             result.pop("at", None)
         return result
 
-    def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
-        """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
+    def push(
+        self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY, owned: bool = False
+    ) -> str | None:
+        """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it.
+
+        ``owned``: the caller built ``payload`` for this push alone, so it is completed in
+        place instead of copied (``Setter`` does, on every ``perform_async``).
+        """
         delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
-            prepared = self.prepare(payload, at=at)
+            prepared = self.prepare(payload, at=at, owned=owned)
             if prepared is None:
                 return None
             refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
@@ -481,26 +495,32 @@ class Client:
         at: float | None = None,
         batch_size: int = 1000,
         delivery: Delivery = NO_DELIVERY,
+        owned: bool = False,
     ) -> list[str | None]:
-        """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
+        """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order.
+
+        ``owned``: as for ``push``, the payloads were built for this push alone.
+        """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
-            return self._push_bulk(payloads, at, batch_size, delivery)
+            return self._push_bulk(payloads, at, batch_size, delivery, owned)
 
     def _push_bulk(
-        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery
+        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery, owned: bool
     ) -> list[str | None]:
         jids: list[str | None] = []
         pusher = _capture.get() or self.wurk.pusher
+        prepare = self.prepare
         for start in range(0, len(payloads), batch_size):
             ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
             first = len(jids)
-            for payload in payloads[start : start + batch_size]:
-                prepared = self.prepare(payload, created_at, at)
+            chunk = payloads[start : start + batch_size]
+            for payload, jid in zip(chunk, wire.new_jids(len(chunk)), strict=True):
+                prepared = prepare(payload, created_at, at, jid, owned)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
