@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
@@ -115,9 +115,9 @@ def via_shard() -> str | None:
     return via_context.get()
 
 
-def capturing() -> Pusher | None:
-    """What collects the pushes made in this context, if anything does."""
-    return _capture.get()
+#: What collects the pushes made in this context, if anything does: the ContextVar's own
+#: ``get``, called on every push by the batch middleware, so no Python frame of ours.
+capturing: Callable[[], Pusher | None] = _capture.get
 
 
 @contextmanager
@@ -429,7 +429,7 @@ class Client:
         if "created_at" not in payload:
             payload["created_at"] = created_at or wire.now_stamp(self.wurk.config.timestamps)
         chain = self.wurk.client_middleware
-        if not len(chain):
+        if chain.empty:
             return payload
         if at is not None:
             payload["at"] = at

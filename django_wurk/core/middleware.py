@@ -58,6 +58,10 @@ class ServerMiddleware(Protocol):
 class Chain:
     """An ordered list of middleware instances with Sidekiq's editing verbs."""
 
+    #: No middleware at all: read on every push, so an attribute kept by the edits rather
+    #: than ``len()``, whose ``__len__`` is a Python call.
+    empty = True
+
     def __init__(self) -> None:
         self._entries: list[tuple[type, Any]] = []
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
@@ -78,29 +82,35 @@ class Chain:
         self.remove(cls)
         self._entries.append((cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def prepend(self, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(0, (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def insert_before(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old), (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def insert_after(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def remove(self, cls: type) -> None:
         self._entries = [(c, i) for c, i in self._entries if c is not cls]
         self._plan = None
+        self.empty = not self._entries
 
     def clear(self) -> None:
         self._entries = []
         self._plan = None
+        self.empty = not self._entries
 
     @contextmanager
     def preserved(self) -> Iterator[Chain]:
@@ -111,6 +121,7 @@ class Chain:
         finally:
             self._entries = saved
             self._plan = None
+        self.empty = not self._entries
 
     def _index(self, cls: type) -> int:
         for i, (c, _) in enumerate(self._entries):

@@ -156,13 +156,16 @@ def _dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...]) -> list[
     join = "".join
     out: list[str] = []
     append = out.append
-    if fields == ["args", "jid"]:
-        # The client's layout: one join per job.
+    if fields == ["args", "jid"] and len(shared_keys) > 1:
+        # The client's layout: one join per job. The shared values are compared by identity,
+        # not equality (``1 == True`` and ``0.0 == -0.0``, which encode differently), in one
+        # itemgetter call and a C loop (itemgetter of one key would not give a tuple).
         head, middle, tail = pieces
+        get = operator.itemgetter(*shared_keys)
+        expected = tuple(shared_values)
+        is_not = operator.is_not
         for payload in payloads:
-            if tuple(payload) != order or not all(
-                map(operator.is_, map(payload.__getitem__, shared_keys), shared_values)
-            ):
+            if tuple(payload) != order or any(map(is_not, get(payload), expected)):
                 append(encode(payload))
                 continue
             args, jid = payload["args"], payload["jid"]
