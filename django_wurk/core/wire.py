@@ -72,12 +72,45 @@ class UnencodableError(PayloadError, TypeError):
         super().__init__("InvalidPayload", message)
 
 
+def _shared_c_encoder() -> Callable[[Any, int], Sequence[str]] | None:
+    """The C encoder ``_encoder.encode`` builds on every call, built once, without markers.
+
+    ``JSONEncoder.encode`` builds a Python-level ``iterencode`` and a new C encoder object
+    per call, which cost as much as encoding a job (two floats included). The one difference
+    of this one is that it keeps no markers dict (shared state, unsafe across threads), so a
+    cycle ends in ``RecursionError`` rather than "Circular reference detected": callers try it
+    first and, on any error, encode again the usual way, which gives the usual answer or
+    error. Whatever it returns is exactly what ``_encoder.encode`` returns.
+    """
+    if c_make_encoder is None:  # pragma: no cover - CPython always has the C accelerator
+        return None
+    return c_make_encoder(  # type: ignore[no-any-return]
+        None,
+        _encoder.default,
+        encode_basestring,
+        None,
+        _encoder.key_separator,
+        _encoder.item_separator,
+        _encoder.sort_keys,
+        _encoder.skipkeys,
+        _encoder.allow_nan,
+    )
+
+
+_fast_encode = _shared_c_encoder()
+
+
 def dumps(payload: Any) -> str:
     """Encode like Ruby's ``JSON.generate``: compact, raw UTF-8, no NaN.
 
     Every failure is an ``UnencodableError`` (a ``PayloadError``), so a caller writing back
     something it read from Redis has one exception to route to the dead set.
     """
+    if _fast_encode is not None and type(payload) is dict:
+        try:
+            return "".join(_fast_encode(payload, 0))
+        except Exception:  # encoded again below, which says what is wrong
+            pass
     try:
         return _encoder.encode(payload)
     except (ValueError, TypeError, RecursionError, OverflowError) as exc:
@@ -106,29 +139,6 @@ def dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...] = ("args",
         raise UnencodableError(f"cannot be encoded as JSON ({type(exc).__name__}: {exc})") from exc
 
 
-def _make_c_encoder() -> Callable[[Any, int], Sequence[str]] | None:
-    """The C encoder ``_encoder.encode`` builds on every call (with its options), built once.
-
-    ``JSONEncoder.encode`` of a short list costs a Python-level ``iterencode`` and a new C
-    encoder object each time, several times the encoding itself; ``dumps_alike`` calls it
-    twice per job. The markers dict (cycle detection) is its own, so one encoder serves one
-    ``dumps_alike`` call and is dropped after a failure (the dict may keep stale entries).
-    """
-    if c_make_encoder is None:  # pragma: no cover - CPython always has the C accelerator
-        return None
-    return c_make_encoder(  # type: ignore[no-any-return]
-        {},
-        _encoder.default,
-        encode_basestring,
-        None,
-        _encoder.key_separator,
-        _encoder.item_separator,
-        _encoder.sort_keys,
-        _encoder.skipkeys,
-        _encoder.allow_nan,
-    )
-
-
 def _dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...]) -> list[str]:
     if len(payloads) < 2:
         return [dumps(p) for p in payloads]
@@ -152,7 +162,7 @@ def _dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...]) -> list[
             text += _encoder.encode(first[key])
     pieces.append(text + "}")
     encode = _encoder.encode
-    fast = _make_c_encoder()
+    fast = _fast_encode
     join = "".join
     out: list[str] = []
     append = out.append
@@ -175,9 +185,7 @@ def _dumps_alike(payloads: Sequence[Payload], varying: tuple[str, ...]) -> list[
             try:
                 chunks = fast(args, 0)
             except Exception:
-                # Encoded again the usual way, which raises the usual error; a fresh encoder
-                # for whatever follows (the failed one's markers may hold stale entries).
-                fast = _make_c_encoder()
+                # Encoded again the usual way, which raises the usual error (see _shared_c_encoder).
                 append(join((head, encode(args), middle, encode(jid), tail)))
                 continue
             append(join((head, join(chunks), middle, encode_basestring(jid), tail)))
