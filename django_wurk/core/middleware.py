@@ -26,7 +26,12 @@ where every middleware says which keys it adds, with ``adds_keys`` (a frozenset:
 it may add to a payload or remove from it; it changes a payload only in place and returns
 what ``call_next()`` returned, or ``None``). Then a middleware whose keys are absent, and
 that no other one can add, is skipped exactly when it would have done nothing. Any other
-middleware in the chain (an application's own, say) turns the skipping off.
+middleware in the chain (an application's own, say) turns the skipping off. A middleware
+whose work also depends on the context of the push (the batch middleware: inside a batch's
+``jobs()`` block) names that with ``client_active``, a call without arguments (C-level,
+ideally: it is made on every push) whose true answer means "call me whatever the keys";
+declaring ``adds_keys`` promises too that a middleware changes no such context for the
+middleware it calls.
 """
 
 from __future__ import annotations
@@ -66,7 +71,7 @@ class Chain:
         self._entries: list[tuple[type, Any]] = []
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
         #: called), built again on the first ``invoke`` after an edit.
-        self._plan: list[tuple[Any, tuple[str, ...] | None]] | None = None
+        self._plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] | None = None
 
     def __iter__(self) -> Any:
         return iter([instance for _, instance in self._entries])
@@ -129,19 +134,21 @@ class Chain:
                 return i
         raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
 
-    def _build_plan(self) -> list[tuple[Any, tuple[str, ...] | None]]:
+    def _build_plan(self) -> list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]]:
         instances = [instance for _, instance in reversed(self._entries)]
         adds: list[frozenset[str] | None] = [getattr(i, "adds_keys", None) for i in instances]
         declared = all(a is not None for a in adds)
-        plan: list[tuple[Any, tuple[str, ...] | None]] = []
+        plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] = []
         for index, instance in enumerate(instances):
             wanted = getattr(instance, "payload_keys", None)
             keys = getattr(instance, "client_keys", None)
+            active = None
             if wanted is None and keys is not None and declared:
                 others = frozenset().union(*(a for i, a in enumerate(adds) if i != index and a is not None))
                 if not others.intersection(keys):
                     wanted = tuple(keys)
-            plan.append((instance, wanted))
+                    active = getattr(instance, "client_active", None)
+            plan.append((instance, wanted, active))
         return plan
 
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
@@ -149,15 +156,16 @@ class Chain:
 
         ``args[1]`` is the payload in both chains. Runs for every job, so the wrapping is
         built from the inside out, and a middleware whose ``payload_keys`` the payload does
-        not hold is left out without a call.
+        not hold (or, in a client chain, whose ``client_keys``, see the module's docstring)
+        is left out without a call.
         """
         plan = self._plan
         if plan is None:
             plan = self._plan = self._build_plan()
         payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
-        for instance, wanted in plan:
-            if wanted is not None and payload is not None:
+        for instance, wanted, active in plan:
+            if wanted is not None and payload is not None and (active is None or not active()):
                 for key in wanted:
                     if key in payload:
                         break
