@@ -159,6 +159,15 @@ def test_client_keys_skip_only_in_a_chain_where_every_middleware_declares_what_i
         chain.prepend(AddsWanted)  # declares that it adds Keyed's key
         push({})
         assert calls == ["keyed"]
+        calls.clear()
+        chain.remove(AddsWanted)
+        active: list[bool] = [False]
+        Keyed.client_active = staticmethod(lambda: active[0])  # type: ignore[attr-defined]
+        chain.add(Keyed)  # re-added: the plan is built again
+        push({})
+        active[0] = True  # the context asks for it, whatever the keys
+        push({})
+        assert calls == ["keyed"]
     assert not wurk.client_middleware.empty  # the app's own chain, restored
 
 
