@@ -218,7 +218,8 @@ class RedisPusher:
             payloads, refused = admit(gates, payloads, at)
         if not payloads:
             return refused
-        style = self.wurk.config.timestamps
+        config = self.wurk.config
+        style = config.timestamps
         commands: list[tuple[Any, ...]] = []
         if at is None:
             # One enqueued_at for the whole group, as Sidekiq stamps a bulk push.
@@ -238,13 +239,13 @@ class RedisPusher:
             for entry in wire.dumps_alike(payloads):
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
-        replicas = self.wurk.config.push_wait_replicas
+        replicas = config.push_wait_replicas
         if not replicas:
             self.wurk.lines.get().pipeline(commands)
             return refused
         # WAIT on the same connection, in the same round trip: it returns once that many
         # replicas have every write sent before it (these pushes), or at the timeout.
-        timeout = self.wurk.config.push_wait_timeout
+        timeout = config.push_wait_timeout
         commands.append(("WAIT", replicas, max(1, int(timeout * 1000))))
         confirmed = self.wurk.lines.get().pipeline(commands)[-1]
         if not isinstance(confirmed, int) or confirmed < replicas:

@@ -265,6 +265,8 @@ class Setter:
             if key not in ("retry", "queue") and key not in delivery_options:
                 head[key] = value
         self._head = head
+        # Read on every push: built once (``delivery`` hands out copies).
+        self._delivery = {k: v for k, v in self.options.items() if k in delivery_options}
 
     def set(self, **options: Any) -> Setter:
         return Setter(self.job_class, {**self.options, **options})
@@ -285,10 +287,10 @@ class Setter:
 
     @property
     def delivery(self) -> dict[str, Any]:
-        return {k: v for k, v in self.options.items() if k in delivery_options}
+        return dict(self._delivery)
 
     def perform_async(self, *args: Any) -> str | None:
-        return wurk.client.push(self.payload(args), delivery=self.delivery, owned=True)
+        return wurk.client.push(self.payload(args), delivery=self._delivery, owned=True)
 
     def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
         seconds = interval.total_seconds() if isinstance(interval, timedelta) else float(interval)
@@ -307,7 +309,7 @@ class Setter:
     def _push_at(self, at: float, args: Sequence[Any]) -> str | None:
         # Sidekiq pushes a job that is already due straight onto its queue.
         return wurk.client.push(
-            self.payload(args), at=at if at > time.time() else None, delivery=self.delivery, owned=True
+            self.payload(args), at=at if at > time.time() else None, delivery=self._delivery, owned=True
         )
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
@@ -338,7 +340,7 @@ class Setter:
             payload["args"] = args
             payload["class"] = name
             append(payload)
-        return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self.delivery, owned=True)
+        return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self._delivery, owned=True)
 
     def perform_inline(self, *args: Any) -> Any:
         """Run now, in this thread, through both middleware chains and a JSON round trip."""
