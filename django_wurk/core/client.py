@@ -230,7 +230,10 @@ class RedisPusher:
                 by_queue.setdefault(payload["queue"], []).append(payload)
             for queue, group in by_queue.items():
                 commands.append(("SADD", keys.QUEUES, queue))
-                commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
+                if len(group) == 1:  # a single push: nothing shared to encode once
+                    commands.append(("LPUSH", keys.queue(queue), wire.dumps(group[0])))
+                else:
+                    commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
         else:
             score = repr(at)
             members: list[Any] = []
@@ -450,11 +453,18 @@ class Client:
         place instead of copied (``Setter`` does, on every ``perform_async``).
         """
         delivery = with_shard(delivery)
-        with on_shard(self.wurk, delivery):
+        if delivery.get("shard") is None:
+            # The usual push: no shard to enter, and no context manager's two calls for it.
             prepared = self.prepare(payload, at=at, owned=owned)
             if prepared is None:
                 return None
             refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        else:
+            with on_shard(self.wurk, delivery):
+                prepared = self.prepare(payload, at=at, owned=owned)
+                if prepared is None:
+                    return None
+                refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return None if refused and jid in refused else jid
 
