@@ -14,7 +14,7 @@ STAMP := $(VENV)/.django-wurk-installed
 DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint run bench bench-shards clean distclean
+.PHONY: help venv test lint run bench bench-shards bench-growth bench-dashboard clean distclean
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
@@ -22,8 +22,10 @@ help:
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
-	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~2 min)"
+	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~3 min)"
 	@echo "make bench-shards  drain throughput of 2 worker processes on 1 shard vs 2 shards (~2 min)"
+	@echo "make bench-growth  how a worker's costs grow with queue depth, payload, queues, processes (~5 min)"
+	@echo "make bench-dashboard  dashboard and data API costs at 100x the data (~7 min)"
 	@echo "make clean      remove caches, build output and the example's database"
 	@echo "make distclean  clean, and remove $(VENV) too"
 
@@ -60,6 +62,11 @@ bench: venv
 
 bench-shards: venv
 	$(BIN)/python bench/shards.py $(BENCH_ARGS)
+
+bench-growth: venv
+	$(BIN)/python bench/growth.py $(BENCH_ARGS)
+bench-dashboard: venv
+	$(BIN)/python bench/dashboard_scale.py $(BENCH_ARGS)
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache .import_linter_cache test-output

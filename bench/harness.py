@@ -115,7 +115,7 @@ class Bench:
     def __post_init__(self) -> None:
         self.r = redis.Redis.from_url(self.server.url, decode_responses=True)
 
-    def env(self) -> dict[str, str]:
+    def env(self, system: System) -> dict[str, str]:
         url = self.server.url
         return dict(
             os.environ,
@@ -125,11 +125,15 @@ class Bench:
             WURK_REDIS_URL=url,  # django-wurk
             REDIS_URL=url,  # Sidekiq
             PYTHONUNBUFFERED="1",
-        )
+        ) | system.env(self.root)
 
     def client(self, system: System, *args: str) -> dict[str, float]:
         proc = subprocess.run(
-            [*system.client_command(), *args], cwd=self.root, env=self.env(), capture_output=True, text=True
+            [*system.client_command(), *args],
+            cwd=self.root,
+            env=self.env(system),
+            capture_output=True,
+            text=True,
         )
         if proc.returncode:
             raise BenchError(f"{system.key} client {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
@@ -140,23 +144,46 @@ class Bench:
         self.client(system, "enqueue", workload, str(n), *(["--bulk"] if system.has_bulk else []))
 
     def start_worker(self, system: System) -> Worker:
+        """Start the system's worker process(es), all in one new process group. Their output
+        (logs included, for the logging variants) goes to one temporary file."""
         log = tempfile.TemporaryFile()  # noqa: SIM115 (Worker.stop closes it)
         started = time.time()
-        process = subprocess.Popen(
-            system.worker_command(self.server.url),
-            cwd=self.root,
-            env=self.env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group, so stop() gets every child
-        )
-        return Worker(system, process, log, started)
+        processes: list[subprocess.Popen[bytes]] = []
+        for command in system.worker_commands(self.server.url):
+            processes.append(
+                subprocess.Popen(
+                    command,
+                    cwd=self.root,
+                    env=self.env(system),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    # The first leads a new process group (0: its own pid) and the others join it,
+                    # so stop() gets every child of every process.
+                    process_group=processes[0].pid if processes else 0,
+                )
+            )
+        return Worker(system, processes, log, started)
+
+    def wait_ready(self, worker: Worker, timeout: float = 60) -> None:
+        """Until every process of the worker has registered in ``processes`` and (for up to 2 s
+        more) its job threads are blocked on the empty queue, so the queue handed over next
+        reaches them all at once."""
+        system = worker.system
+        deadline = time.monotonic() + timeout
+        while int(self.r.scard("processes")) < system.registers:
+            worker.check()
+            if time.monotonic() > deadline:
+                raise BenchError(f"{system.key}: {self.r.scard('processes')}/{system.registers} processes up")
+            time.sleep(0.02)
+        settle = time.monotonic() + 2.0
+        while int(self.r.info("clients")["blocked_clients"]) < system.slots and time.monotonic() < settle:
+            worker.check()
+            time.sleep(0.02)
 
     def wait_done(self, worker: Worker, n: int, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while int(self.r.get("bench:done") or 0) < n:
-            if worker.process.poll() is not None:
-                raise BenchError(f"{worker.system.key} worker exited:\n{worker.output()}")
+            worker.check()
             if time.monotonic() > deadline:
                 done = self.r.get("bench:done") or 0
                 raise BenchError(f"{worker.system.key}: {done}/{n} jobs done after {timeout:.0f} s")
@@ -171,17 +198,40 @@ class Bench:
 
     # Measurements --------------------------------------------------------------------------
 
-    def drain(self, system: System, workload: str, n: int) -> float:
-        """Jobs/s: n jobs already queued, from the first job's start to the last one's end."""
+    def drain(self, system: System, workload: str, n: int) -> Drain:
+        """Jobs/s: n jobs already queued, from the first job's start to the last one's end.
+
+        A system that registers its processes (``System.registers``) starts on an empty queue
+        and gets the filled one, renamed into place, once all its processes are up: the clock
+        then starts when every process can take jobs, and the worker's CPU time (and context
+        switches) over the drain are read, without its boot. Others start on the filled queue.
+        """
         self.r.flushall()
         self.fill(system, workload, n)
+        gated = system.registers > 0
+        if gated:
+            self.r.rename("queue:default", HELD)
         worker = self.start_worker(system)
         try:
+            usage = None
+            if gated:
+                self.wait_ready(worker)
+                before, redis_before = Usage.of_group(worker.pgid), self.redis_cpu()
+                self.r.rename(HELD, "queue:default")  # wakes every blocked fetch at once
             self.wait_done(worker, n, timeout=60 + n / 50)
             first, last = self.span()
+            if gated:
+                usage = (Usage.of_group(worker.pgid) - before).summary(n, last - first)
+                usage["redis_us"] = 1e6 * (self.redis_cpu() - redis_before) / n
         finally:
             worker.stop()
-        return n / (last - first)
+        return Drain(rate=n / (last - first), usage=usage)
+
+    def redis_cpu(self) -> float:
+        """CPU seconds the private server has used (the completion probe's calls included,
+        which are the same few per 10 ms for every system)."""
+        info = self.r.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
     def batch_drain(self, system: System, n: int, batch: bool) -> dict[str, float]:
         """n noop jobs, pushed in bulk, plain or inside one batch: the enqueue time, the drain
@@ -193,8 +243,14 @@ class Bench:
         self.r.flushall()
         pushed = self.client(system, "enqueue", "noop", str(n), "--batch" if batch else "--bulk")
         self.r.config_resetstat()
+        gated = system.registers > 0  # as in drain(): the worker's start-up is not in the rate
+        if gated:
+            self.r.rename("queue:default", HELD)
         worker = self.start_worker(system)
         try:
+            if gated:
+                self.wait_ready(worker)
+                self.r.rename(HELD, "queue:default")
             self.wait_done(worker, n, timeout=60 + n / 50)
             first, last = self.span()
             if batch:  # the success callback ran: the batch was counted to its end
@@ -256,8 +312,7 @@ class Bench:
                     samples.append((done, sum(rss_mb(int(p)) for p in pids)))
                 if idle_until is None and done >= n:
                     idle_until = time.monotonic() + settle
-                if worker.process.poll() is not None:
-                    raise BenchError(f"{system.key} worker exited:\n{worker.output()}")
+                worker.check()
                 if time.monotonic() > deadline:
                     raise BenchError(f"{system.key}: memory run did not finish")
                 time.sleep(0.1)
@@ -276,28 +331,115 @@ class Bench:
         }
 
 
+#: Where a drain keeps the filled queue until the worker is ready (see Bench.drain).
+HELD = "bench:held"
+
+
+@dataclass
+class Drain:
+    rate: float  # jobs/s
+    #: The worker's CPU and the machine's over the drain (gated drains only), see Usage.summary.
+    usage: dict[str, float] | None = None
+
+
 @dataclass
 class Worker:
     system: System
-    process: subprocess.Popen[bytes]
+    processes: list[subprocess.Popen[bytes]]
     log: IO[bytes]
     started: float
 
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        return self.processes[0]
+
+    @property
+    def pgid(self) -> int:
+        return self.processes[0].pid
+
+    def check(self) -> None:
+        """Raise if a process of the worker has exited (a crash, or a failed start-up check)."""
+        if any(p.poll() is not None for p in self.processes):
+            raise BenchError(f"{self.system.key} worker exited:\n{self.output()}")
+
     def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
+        """The last 3,000 characters of its output (the logging variants write megabytes)."""
+        self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(0, self.log.tell() - 3000))
+        return self.log.read().decode(errors="replace")
 
     def stop(self) -> None:
-        """TERM the worker (its own clean shutdown), then KILL whatever is left of its group."""
-        pgid = self.process.pid
+        """TERM each started process (its own clean shutdown), then KILL whatever is left of the group."""
+        for process in self.processes:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(15)
         with contextlib.suppress(ProcessLookupError):
-            os.kill(pgid, signal.SIGTERM)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.process.wait(15)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(pgid, signal.SIGKILL)
-        self.process.wait()
+            os.killpg(self.pgid, signal.SIGKILL)
+        for process in self.processes:
+            process.wait()
         self.log.close()
+
+
+@dataclass
+class Usage:
+    """CPU time of a process group (every thread of every process in it) and of the machine,
+    in clock ticks, at one moment; subtract two to get what a drain used."""
+
+    user: int = 0
+    system: int = 0
+    switches: int = 0  # context switches, voluntary and not, over every thread
+    machine_busy: int = 0  # every CPU, /proc/stat: all but idle and iowait
+    machine_steal: int = 0
+    machine_total: int = 0
+
+    @classmethod
+    def of_group(cls, pgid: int) -> Usage:
+        usage = cls()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) != pgid:
+                    continue
+                usage.user += int(fields[11])
+                usage.system += int(fields[12])
+                for task in (entry / "task").iterdir():
+                    for line in (task / "status").read_text().splitlines():
+                        if "ctxt_switches:" in line:
+                            usage.switches += int(line.split()[1])
+            except (OSError, IndexError, ValueError):
+                continue  # a process or thread that ended meanwhile
+        cpu = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        # user nice system idle iowait irq softirq steal guest guest_nice (guest is in user)
+        usage.machine_total = sum(cpu[:8])
+        usage.machine_busy = usage.machine_total - cpu[3] - cpu[4]
+        usage.machine_steal = cpu[7]
+        return usage
+
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            *(getattr(self, f) - getattr(other, f) for f in ("user", "system", "switches", "machine_busy",
+                                                               "machine_steal", "machine_total"))
+        )  # fmt: skip
+
+    def summary(self, jobs: int, seconds: float) -> dict[str, float]:
+        """Per job: the worker's user and system CPU (µs) and context switches; over the drain:
+        the cores the worker kept busy, the share of the machine's CPU time busy (all
+        processes, Redis and everyone else's included) and stolen by the hypervisor."""
+        tick = os.sysconf("SC_CLK_TCK")
+        total = max(1, self.machine_total)
+        return {
+            "user_us": 1e6 * self.user / tick / jobs,
+            "sys_us": 1e6 * self.system / tick / jobs,
+            "switches": self.switches / jobs,
+            "cores": (self.user + self.system) / tick / seconds,
+            "machine_busy": self.machine_busy / total,
+            "steal": self.machine_steal / total,
+        }
 
 
 def rss_mb(pid: int) -> float:

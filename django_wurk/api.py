@@ -9,6 +9,7 @@ after ``wurk.configure(...)``.
 from django_wurk.core.api import (
     DeadSet,
     JobRecord,
+    KilledByAPI,
     Process,
     ProcessSet,
     Queue,
@@ -35,6 +36,7 @@ __all__ = [
     "History",
     "JobRecord",
     "JobStatus",
+    "KilledByAPI",
     "LimiterInfo",
     "LimiterSet",
     "Loop",

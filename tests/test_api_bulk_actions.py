@@ -236,3 +236,96 @@ def test_retry_all_with_workers_runs_each_entry_once(wurk: Wurk, r: Any, workers
     wait_for(lambda: settled(r, count, keys.RETRY), timeout=60)
     assert done == count
     assert runs(r) == dict.fromkeys(range(count), 1)
+
+
+# Large sets: read and moved a chunk at a time -------------------------------------------
+
+
+class Sizes:
+    """Client middleware: the size of ``key`` each time a job is about to be pushed."""
+
+    def __init__(self, key: str, seen: list[int]) -> None:
+        self.key = key
+        self.seen = seen
+
+    def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+        from django_wurk import wurk
+
+        self.seen.append(wurk.redis.zcard(self.key))
+        return call_next()
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> int:
+    from django_wurk.core import api
+
+    monkeypatch.setattr(api, "CHUNK", 50)
+    return 50
+
+
+@pytest.mark.parametrize("action", ["retry_all", "add_all_to_queue"])
+def test_a_bulk_action_moves_every_entry_once_a_chunk_at_a_time(
+    wurk: Wurk, r: Any, small_chunks: int, action: str
+) -> None:
+    count = 7 * small_chunks + 13
+    key = keys.RETRY if action == "retry_all" else keys.SCHEDULE
+    sset = RetrySet(wurk) if action == "retry_all" else ScheduledSet(wurk)
+    fill(r, key, count, lambda n: 1000.0 + n, retry_count=3)
+    seen: list[int] = []
+    wurk.client_middleware.add(Sizes, key, seen)
+    assert bounded(getattr(sset, action)) == count
+    # Each chunk's jobs pass the middleware before any of them moves, and move together.
+    assert seen == [count - small_chunks * (i // small_chunks) for i in range(count)]
+    jobs = pushed(r)
+    assert sorted(p["args"][0] for p in jobs) == list(range(count))
+    assert [p["args"][0] for p in reversed(jobs)] == list(range(count))  # oldest first
+    assert {p["retry_count"] for p in jobs} == ({2} if action == "retry_all" else {3})
+    assert r.zcard(key) == 0
+
+
+def test_kill_all_moves_every_entry_once_a_chunk_at_a_time(wurk: Wurk, r: Any, small_chunks: int) -> None:
+    count = 5 * small_chunks + 1
+    fill(r, keys.RETRY, count, lambda n: 1000.0 + n)
+    told: list[int] = []
+    wurk.death_handlers.append(lambda payload, exc: told.append(payload["args"][0]))
+    assert bounded(RetrySet(wurk).kill_all) == count
+    assert told == list(range(count))
+    assert r.zcard(keys.RETRY) == 0 and r.zcard(keys.DEAD) == count
+
+
+def test_more_entries_at_one_score_than_a_chunk_holds(wurk: Wurk, r: Any, small_chunks: int) -> None:
+    """Any number of entries can share a score; they are read in chunks too, each once, and
+    twins added at that very score meanwhile are left."""
+    crowd = 3 * small_chunks + 7
+    fill(r, keys.RETRY, crowd + 20, lambda n: 5.0 if n < crowd else float(n))
+    wurk.client_middleware.add(ReAdd, keys.RETRY, lambda n: 5.0)
+    assert bounded(RetrySet(wurk).retry_all) == crowd + 20
+    assert sorted(p["args"][0] for p in pushed(r)) == list(range(crowd + 20))
+    assert r.zcard(keys.RETRY) == crowd + 20  # only the twins
+    assert all(wire.loads(m)["jid"].startswith("twin") for m in r.zrange(keys.RETRY, 0, -1))
+
+
+def test_retry_all_after_the_server_forgot_its_scripts(wurk: Wurk, r: Any, small_chunks: int) -> None:
+    fill(r, keys.DEAD, 120, lambda n: 1000.0 + n)
+    r.script_flush()
+    assert bounded(DeadSet(wurk).retry_all) == 120
+    assert len(pushed(r)) == 120 and r.zcard(keys.DEAD) == 0
+
+
+def test_a_queue_key_of_another_type_stops_retry_all_and_loses_nothing(
+    wurk: Wurk, r: Any, small_chunks: int
+) -> None:
+    """Redis refuses to push onto a queue key that is not a list; the action says so, that
+    entry stays, and every other entry is either still in the set or on its queue, once."""
+    fill(r, keys.RETRY, 120, lambda n: 1000.0 + n)
+    r.zadd(keys.RETRY, {wire.dumps(entry(999, queue="broken")): 1060.5})
+    r.set(keys.queue("broken"), "not a list")
+    with pytest.raises(Exception, match="WRONGTYPE"):
+        RetrySet(wurk).retry_all()
+    left = [wire.loads(m)["args"][0] for m in r.zrange(keys.RETRY, 0, -1)]
+    assert 999 in left
+    assert sorted(left + [p["args"][0] for p in pushed(r)]) == [*range(120), 999]
+    r.delete(keys.queue("broken"))
+    assert bounded(RetrySet(wurk).retry_all) == len(left)
+    assert sorted(p["args"][0] for p in pushed(r)) == list(range(120))
+    assert r.llen(keys.queue("broken")) == 1 and r.zcard(keys.RETRY) == 0

@@ -13,7 +13,7 @@ from typing import Any
 
 from django_wurk import Wurk
 from django_wurk.api import JobRecord, Queue
-from django_wurk.core import wire
+from django_wurk.core import keys, wire
 from tests.sidekiq_data import UNREADABLE, lpush, payload
 from tests.vectors import raw
 
@@ -72,6 +72,19 @@ def test_find_job_searches_every_page(wurk: Wurk, r: Any) -> None:
     found = q.find_job(f"{3:024x}")  # near the tail: on the third page
     assert found is not None and found.args == [3]
     assert q.find_job("0" * 23 + "z") is None
+
+
+def test_find_job_reads_only_what_can_hold_the_jid_and_still_finds_escaped_ones(wurk: Wurk, r: Any) -> None:
+    """The bytes are looked at before any job is decoded; a jid JSON writes with \\u escapes
+    (legal, if no client does it) is found all the same, past the first thousand jobs."""
+    escaped = b'{"class":"X","args":[7],"jid":"\\u0061bc\\u0031","queue":"big"}'
+    r.lpush(keys.queue("big"), escaped)
+    lpush(r, "big", *[payload(n, queue="big") for n in range(1500)])
+    q = Queue("big", wurk)
+    found = q.find_job("abc1")
+    assert found is not None and found.raw == escaped
+    assert q.find_job(f"{1200:024x}").args == [1200]  # type: ignore[union-attr]
+    assert q.find_job("abc2") is None and q.find_job("a b/c") is None
 
 
 def test_delete_job_removes_exactly_those_bytes(wurk: Wurk, r: Any) -> None:

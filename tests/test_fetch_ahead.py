@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from django_wurk import Config, Wurk
 from django_wurk.core.worker import Launcher
 from django_wurk.core.worker.fetch import FETCH_AT_MOST, ReliableFetch, UnitOfWork, fetch_for
@@ -119,3 +121,55 @@ def test_after_a_long_job_a_thread_takes_one_job(wurk: Wurk, r: Any, test_config
     assert args_of(unit) == 1 and r.llen(PRIVATE) == 1  # taken one at a time, acknowledged each time
     fetch.acknowledge(unit)
     fetch.release()
+
+
+def test_large_jobs_are_taken_along_only_up_to_a_byte_budget(wurk: Wurk, r: Any, test_config: Config) -> None:
+    """Holding 8 jobs of 100 KB per thread buys nothing (moving the bytes costs more than the
+    round trip saved) and makes every acknowledgement compare longer payloads."""
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    jobs.echo.perform_bulk([("x" * 100_000, i) for i in range(40)])
+    unit = fetch.fetch()
+    assert args_of(unit) == "x" * 100_000 and r.llen(PRIVATE) == 1  # alone: over the budget by itself
+    unit = fetch.fetch(unit)
+    assert r.llen(PRIVATE) == 1  # the previous one acknowledged, the next one taken alone
+    fetch.acknowledge(unit)
+    r.delete("queue:default")
+    jobs.echo.perform_bulk([("y" * 20_000, i) for i in range(40)])
+    unit = fetch.fetch()
+    # 20 KB each: taken along until the jobs taken hold TAKE_ALONG_BYTES (64 KB), so four.
+    assert r.llen(PRIVATE) == 4 and len(fetch.held()) == 4
+    for _ in range(3):
+        unit = fetch.fetch(unit)  # from memory
+    assert r.llen(PRIVATE) == 4
+    unit = fetch.fetch(unit)  # the round trip acknowledges the four, and takes four more
+    assert r.llen(PRIVATE) == 4 and r.llen("queue:default") == 40 - 8
+    fetch.acknowledge(unit)
+    fetch.release()
+
+
+@pytest.mark.parametrize("pad", [0, 5_000], ids=["small, acknowledged in the script", "large, own LREM"])
+def test_acknowledgements_survive_a_flushed_script_cache(
+    wurk: Wurk, r: Any, test_config: Config, pad: int
+) -> None:
+    """A small finished job is acknowledged inside the fetch script; a large one by an LREM
+    written just before it, in the same round trip. When the script is gone (a restarted
+    Redis, SCRIPT FLUSH) every one of them is acknowledged all the same, once, and the fetch
+    loads the script and takes the next jobs."""
+    jobs.echo.perform_bulk([(i, "x" * pad) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    unit = fetch.fetch()
+    for _ in range(FETCH_AT_MOST - 1):
+        unit = fetch.fetch(unit)
+    r.script_flush()
+    unit = fetch.fetch(unit)  # acknowledges the 8 finished ones, reloads the script, takes 8 more
+    assert args_of(unit) == FETCH_AT_MOST
+    assert r.llen(PRIVATE) == FETCH_AT_MOST and len(fetch.held()) == FETCH_AT_MOST
+    assert r.llen("queue:default") == 40 - 2 * FETCH_AT_MOST
+    for _ in range(FETCH_AT_MOST - 1):
+        unit = fetch.fetch(unit)
+    unit = fetch.fetch(unit)  # and the next round trip, with the script loaded
+    assert args_of(unit) == 2 * FETCH_AT_MOST and r.llen(PRIVATE) == FETCH_AT_MOST
+    fetch.acknowledge(unit)
+    fetch.release()
+    # Nothing acknowledged twice or left behind: 17 jobs done, the 7 taken along back in the queue.
+    assert r.llen(PRIVATE) == 0 and r.llen("queue:default") == 40 - 17

@@ -112,3 +112,78 @@ def test_a_ruby_pushed_job_carrying_an_option_still_meets_its_middleware(wurk: W
         assert ran == []  # expired in 1970: skipped, as before payload_keys
         wurk.server_middleware.invoke(lambda: ran.append("job"), None, {**payload, "expires_at": None}, "q")
         assert ran == ["job"]
+
+
+def test_client_keys_skip_only_in_a_chain_where_every_middleware_declares_what_it_adds(wurk: Wurk) -> None:
+    calls: list[str] = []
+
+    class Keyed:
+        client_keys = ("wanted",)
+        adds_keys: frozenset[str] = frozenset()
+
+        def __call__(self, *args: Any) -> Any:
+            calls.append("keyed")
+            return args[-1]()
+
+    class AddsWanted:
+        """Declared: it adds ``wanted``, so ``Keyed`` can never be skipped beside it."""
+
+        adds_keys = frozenset({"wanted"})
+
+        def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+            payload["wanted"] = True
+            return call_next()
+
+    class Undeclared:
+        def __call__(self, *args: Any) -> Any:
+            return args[-1]()
+
+    def push(payload: dict[str, Any]) -> None:
+        wurk.client_middleware.invoke(lambda: payload, "X", payload, "q")
+
+    with wurk.client_middleware.preserved():
+        chain = wurk.client_middleware
+        chain.clear()
+        assert chain.empty
+        chain.add(Keyed)
+        assert not chain.empty
+        push({})
+        push({"wanted": 1})
+        assert calls == ["keyed"]  # skipped without its key, called with it
+        calls.clear()
+        chain.prepend(Undeclared)  # could add any key on the way: no skipping at all
+        push({})
+        assert calls == ["keyed"]
+        calls.clear()
+        chain.remove(Undeclared)
+        chain.prepend(AddsWanted)  # declares that it adds Keyed's key
+        push({})
+        assert calls == ["keyed"]
+        calls.clear()
+        chain.remove(AddsWanted)
+        active: list[bool] = [False]
+        Keyed.client_active = staticmethod(lambda: active[0])  # type: ignore[attr-defined]
+        chain.add(Keyed)  # re-added: the plan is built again
+        push({})
+        active[0] = True  # the context asks for it, whatever the keys
+        push({})
+        assert calls == ["keyed"]
+    assert not wurk.client_middleware.empty  # the app's own chain, restored
+
+
+def test_built_in_client_middleware_still_acts_when_an_outer_one_adds_its_option(wurk: Wurk, r: Any) -> None:
+    """An application middleware that sets ``expires_in`` on the way in: expiry must see it,
+    although the payload had no such key when the chain started."""
+
+    class Expire:
+        def __call__(self, job_class: str, payload: dict[str, Any], queue: str, call_next: Any) -> Any:
+            payload["expires_in"] = 60
+            return call_next()
+
+    with wurk.client_middleware.preserved():
+        wurk.client_middleware.prepend(Expire)
+        jobs.echo.perform_async(1)
+        jobs.echo.perform_bulk([(2,), (3,)])
+    entries = queue_entries(r)
+    assert len(entries) == 3
+    assert all(isinstance(p.get("expires_at"), float) for p in entries)

@@ -40,6 +40,11 @@ def test_our_jid_and_timestamps_have_rubys_shape() -> None:
     assert len(jid) == 24 and int(jid, 16) >= 0 and jid == jid.lower()
     stamp = wire.now_stamp(wire.TimestampStyle.FLOAT_SECONDS, 1767225600.0)
     assert wire.dumps({"t": stamp}) == '{"t":1767225600.0}'  # a fraction, so Sidekiq 8 reads seconds
+    # A bulk push's jids, from one read of randomness: the same shape, all different.
+    jids = wire.new_jids(1000)
+    assert len(set(jids)) == 1000
+    assert all(len(j) == 24 and int(j, 16) >= 0 and j == j.lower() for j in jids)
+    assert wire.new_jids(0) == []
     assert wire.now_stamp(wire.TimestampStyle.INT_MILLISECONDS, 1767225600.123) == 1767225600123
 
 
@@ -174,8 +179,24 @@ def _alike(count: int, **changes: object) -> list[dict[str, object]]:
         [*_alike(2), dict(reversed(list(_alike(1)[0].items())))],
         [{1: "int key", "args": [], "jid": "j"}, {1: "int key", "args": [2], "jid": "k"}],
         _alike(3, p0={"args": "not a list"}),
+        # Equal but not the same object, and encoded otherwise: compared by identity.
+        _alike(3, p1={"retry": 1}),
+        _alike(3, p2={"created_at": -0.0}, p0={"created_at": 0.0}),
+        _alike(3, p1={"jid": 7}),
     ],
-    ids=["one", "bulk", "changed-queue", "extra-key", "no-jid", "reordered", "int-key", "odd-args"],
+    ids=[
+        "one",
+        "bulk",
+        "changed-queue",
+        "extra-key",
+        "no-jid",
+        "reordered",
+        "int-key",
+        "odd-args",
+        "equal-not-identical",
+        "signed-zero",
+        "int-jid",
+    ],
 )
 def test_dumps_alike_gives_exactly_the_bytes_of_dumps(payloads: list[dict[str, object]]) -> None:
     assert wire.dumps_alike(payloads) == [wire.dumps(p) for p in payloads]  # type: ignore[arg-type]

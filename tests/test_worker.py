@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -551,6 +552,38 @@ def test_weighted_fetch_order_is_random_in_proportion(test_config: Config) -> No
     share = firsts.count("a") / len(firsts)
     assert 0.7 < share < 0.8  # 3 of 4 expected
     assert all(sorted(order()) == ["a", "b"] for _ in range(50))
+
+
+def test_weighted_fetch_order_has_the_shuffles_distribution_over_whole_orders(test_config: Config) -> None:
+    """The order is drawn directly, in time with the number of queues, and must give every
+    whole order the probability Sidekiq's shuffle of a list with each queue ``weight`` times,
+    deduplicated, gives it: a, b, c weighted 3, 2, 1 come as a b c with probability
+    3/6 * 2/3, as c b a with 1/6 * 2/5, and so on."""
+    from django_wurk.core.config import QueueSpec
+
+    expected = {
+        ("a", "b", "c"): 3 / 6 * 2 / 3,
+        ("a", "c", "b"): 3 / 6 * 1 / 3,
+        ("b", "a", "c"): 2 / 6 * 3 / 4,
+        ("b", "c", "a"): 2 / 6 * 1 / 4,
+        ("c", "a", "b"): 1 / 6 * 3 / 5,
+        ("c", "b", "a"): 1 / 6 * 2 / 5,
+    }
+    order = QueueOrder(test_config.replace(queues=(QueueSpec("a", 3), QueueSpec("b", 2), QueueSpec("c", 1))))
+    state = random.getstate()
+    random.seed(16)
+    try:
+        draws = [tuple(order()) for _ in range(12_000)]
+    finally:
+        random.setstate(state)
+    for whole, p in expected.items():
+        assert abs(draws.count(whole) / len(draws) - p) < 0.02, whole
+    # A queue named twice counts with both weights, as it appears that many times in the shuffle.
+    twice = QueueOrder(test_config.replace(queues=(QueueSpec("a", 1), QueueSpec("b", 1), QueueSpec("a", 2))))
+    firsts = [twice()[0] for _ in range(4000)]
+    assert 0.7 < firsts.count("a") / len(firsts) < 0.8 and all(
+        sorted(twice()) == ["a", "b"] for _ in range(50)
+    )
 
 
 def test_a_redis_outage_is_logged_once_and_the_worker_recovers(

@@ -2,10 +2,21 @@
 # bench/benchapp/jobs.py (same class names, same workloads, same completion probe).
 #
 #   REDIS_URL=... BENCH_REDIS_URL=... sidekiq -r ./bench/ruby/jobs.rb -c 10 -q default
+#
+# Several processes can run it at once (the sidekiq-x2 system): each keys its counts by its
+# own pid, and the driver takes the earliest first start and the latest last end over them.
 require "sidekiq"
 require "redis"
 
-Sidekiq.logger.level = Logger::WARN
+# Sidekiq 6.4.1 fetches with `brpop(*queues, timeout)`, a positional timeout that redis-rb
+# 4.8 (Debian's ruby-redis) deprecates: without this, every fetch, so every job, builds a
+# two-line warning with a caller lookup and writes it to stderr. Sidekiq 6.5 passes the
+# keyword; silenced here so the bench measures Sidekiq, not a version mismatch's warnings.
+Redis.silence_deprecations = true
+
+# No per-job lines (as runwurk -v 0), unless the run is one of the logging variants
+# (bench/systems/sidekiq.py), which keep Sidekiq's default INFO: a start and a done line per job.
+Sidekiq.logger.level = Logger::WARN unless ENV["BENCH_SIDEKIQ_LOG"] == "1"
 
 module BenchProbe
   CPU_ITERATIONS = 10_000

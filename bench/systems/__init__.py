@@ -6,13 +6,21 @@ from bench.systems.base import System
 
 
 def all_systems() -> list[System]:
-    """Every system, in the order of the tables."""
+    """Every system, in the order of the tables: the compared ones, then the variants that
+    exist for one ratio each (noop only), then the Python peers."""
     from bench.systems import celery, dramatiq, huey, rq, sidekiq, wurk
 
     return [
         wurk.Wurk(processes=2),
         wurk.Wurk(processes=1),
         sidekiq.Sidekiq(),
+        sidekiq.Sidekiq(processes=2),
+        wurk.Wurk(processes=2, logging=True),
+        wurk.Wurk(processes=1, logging=True),
+        sidekiq.Sidekiq(logging=True),
+        sidekiq.Sidekiq(processes=2, logging=True),
+        wurk.Wurk(processes=2, hiredis=False),
+        wurk.Wurk(processes=1, hiredis=False),
         huey.Huey(),
         dramatiq.Dramatiq(),
         celery.Celery(),

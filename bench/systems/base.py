@@ -30,6 +30,25 @@ class System:
     scale: float = 1.0
     #: Whether the client has a bulk enqueue API (``push_bulk``).
     has_bulk: bool = False
+    #: The drain workloads it runs. Variants (logging on, no hiredis) exist for one ratio
+    #: each and run only ``noop``, which keeps the default run under 15 minutes.
+    workloads: tuple[str, ...] = ("noop", "cpu", "io")
+    #: Whether its enqueue rates are measured (a variant whose client is the same as its
+    #: base system's is not measured twice).
+    enqueues: bool = True
+    #: Whether boot time and idle latency are measured.
+    latency: bool = True
+    #: Worker processes that register in Sidekiq's ``processes`` set (django-wurk and Sidekiq
+    #: do). When set, a drain waits until every one has registered and its fetchers are
+    #: blocked on the empty queue, then hands the filled queue over at once: so a process that
+    #: boots later than its sibling does not drain the first part alone. 0: the worker starts
+    #: on the filled queue and the clock starts with its first job.
+    registers: int = 0
+
+    def env(self, root: Path) -> dict[str, str]:
+        """Environment variables its worker and client get on top of the driver's (``root``:
+        the source tree they run from)."""
+        return {}
 
     def unavailable(self) -> str | None:
         """Why this system cannot run here, or None if it can."""
@@ -44,6 +63,11 @@ class System:
         Commands run in the driver's copy of the source tree (see bench/run.py), so paths in
         them are relative to the repository root."""
         raise NotImplementedError
+
+    def worker_commands(self, url: str) -> list[list[str]]:
+        """Every process to start for one worker (several for two independent Sidekiqs);
+        they share one process group, so stopping the worker stops them all."""
+        return [self.worker_command(url)]
 
     def client_command(self) -> list[str]:
         """The client command; the driver appends ``enqueue ...`` or ``latency ...``."""

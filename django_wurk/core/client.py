@@ -14,18 +14,19 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import Any, Protocol
 
+from redis import Redis
 from redis import exceptions as redis_exceptions
 
 from django_wurk.core import keys, wire
 from django_wurk.core.config import Config, redact_url
 from django_wurk.core.connection import ThreadLines
 from django_wurk.core.middleware import Chain
-from django_wurk.core.scripts import Scripts
+from django_wurk.core.scripts import Scripts, promote_each
 from django_wurk.core.wire import Payload
 
 logger = logging.getLogger("django_wurk.client")
@@ -115,9 +116,9 @@ def via_shard() -> str | None:
     return via_context.get()
 
 
-def capturing() -> Pusher | None:
-    """What collects the pushes made in this context, if anything does."""
-    return _capture.get()
+#: What collects the pushes made in this context, if anything does: the ContextVar's own
+#: ``get``, called on every push by the batch middleware, so no Python frame of ours.
+capturing: Callable[[], Pusher | None] = _capture.get
 
 
 @contextmanager
@@ -146,6 +147,9 @@ class Engine(Protocol):
 
     @property
     def lines(self) -> ThreadLines: ...
+
+    @property
+    def redis(self) -> Redis: ...
 
     @property
     def scripts(self) -> Scripts: ...
@@ -218,7 +222,8 @@ class RedisPusher:
             payloads, refused = admit(gates, payloads, at)
         if not payloads:
             return refused
-        style = self.wurk.config.timestamps
+        config = self.wurk.config
+        style = config.timestamps
         commands: list[tuple[Any, ...]] = []
         if at is None:
             # One enqueued_at for the whole group, as Sidekiq stamps a bulk push.
@@ -229,7 +234,10 @@ class RedisPusher:
                 by_queue.setdefault(payload["queue"], []).append(payload)
             for queue, group in by_queue.items():
                 commands.append(("SADD", keys.QUEUES, queue))
-                commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
+                if len(group) == 1:  # a single push: nothing shared to encode once
+                    commands.append(("LPUSH", keys.queue(queue), wire.dumps(group[0])))
+                else:
+                    commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
         else:
             score = repr(at)
             members: list[Any] = []
@@ -238,13 +246,13 @@ class RedisPusher:
             for entry in wire.dumps_alike(payloads):
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
-        replicas = self.wurk.config.push_wait_replicas
+        replicas = config.push_wait_replicas
         if not replicas:
             self.wurk.lines.get().pipeline(commands)
             return refused
         # WAIT on the same connection, in the same round trip: it returns once that many
         # replicas have every write sent before it (these pushes), or at the timeout.
-        timeout = self.wurk.config.push_wait_timeout
+        timeout = config.push_wait_timeout
         commands.append(("WAIT", replicas, max(1, int(timeout * 1000))))
         confirmed = self.wurk.lines.get().pipeline(commands)[-1]
         if not isinstance(confirmed, int) or confirmed < replicas:
@@ -407,21 +415,29 @@ class Client:
         self.wurk = wurk
 
     def prepare(
-        self, payload: Payload, created_at: float | int | None = None, at: float | None = None
+        self,
+        payload: Payload,
+        created_at: float | int | None = None,
+        at: float | None = None,
+        jid: str | None = None,
+        owned: bool = False,
     ) -> Payload | None:
-        """Give the payload its jid and creation time, then run the client middleware.
+        """Give the payload its jid (``jid``, or a new one) and creation time, then run the
+        client middleware.
 
         A scheduled push's ``at`` is in the payload while the middleware runs, as in
         Sidekiq's client (expiring jobs count from it), and taken out again afterwards: the
-        schedule set keeps it as the entry's score, not in the job.
+        schedule set keeps it as the entry's score, not in the job. The payload is copied
+        first unless the caller ``owned`` it (built it for this push alone).
         """
-        payload = dict(payload)
+        if not owned:
+            payload = dict(payload)
         if not payload.get("jid"):
-            payload["jid"] = wire.new_jid()
+            payload["jid"] = jid or wire.new_jid()
         if "created_at" not in payload:
             payload["created_at"] = created_at or wire.now_stamp(self.wurk.config.timestamps)
         chain = self.wurk.client_middleware
-        if not len(chain):
+        if chain.empty:
             return payload
         if at is not None:
             payload["at"] = at
@@ -432,14 +448,27 @@ class Client:
             result.pop("at", None)
         return result
 
-    def push(self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY) -> str | None:
-        """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it."""
+    def push(
+        self, payload: Payload, at: float | None = None, delivery: Delivery = NO_DELIVERY, owned: bool = False
+    ) -> str | None:
+        """Push one job now (``at`` None) or into the schedule; ``None`` if middleware dropped it.
+
+        ``owned``: the caller built ``payload`` for this push alone, so it is completed in
+        place instead of copied (``Setter`` does, on every ``perform_async``).
+        """
         delivery = with_shard(delivery)
-        with on_shard(self.wurk, delivery):
-            prepared = self.prepare(payload, at=at)
+        if delivery.get("shard") is None:
+            # The usual push: no shard to enter, and no context manager's two calls for it.
+            prepared = self.prepare(payload, at=at, owned=owned)
             if prepared is None:
                 return None
             refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+        else:
+            with on_shard(self.wurk, delivery):
+                prepared = self.prepare(payload, at=at, owned=owned)
+                if prepared is None:
+                    return None
+                refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
         jid: str = prepared["jid"]
         return None if refused and jid in refused else jid
 
@@ -475,32 +504,63 @@ class Client:
         moved = self.wurk.scripts.promote(key, member, queue, body)
         return moved and prepared is not None
 
+    def move_each(self, key: str, entries: Sequence[tuple[bytes, Payload, Payload | None]]) -> list[Any]:
+        """``move`` for each ``(member, payload, prepared)``, in one round trip; each move is
+        still atomic on its own, so racing callers move an entry once.
+
+        One reply per entry, in order: a bool as ``move`` returns it, or the exception that
+        entry met, returned rather than raised so it cannot hide what the others did:
+        ``wire.PayloadError`` when it names no queue (nothing sent), a ``ResponseError``
+        (WRONGTYPE) when its queue key is not a list (nothing changed).
+        """
+        out: list[Any] = [None] * len(entries)
+        moves: list[tuple[bytes, str, str]] = []
+        sent: list[int] = []
+        for i, (member, payload, prepared) in enumerate(entries):
+            try:
+                queue = promoted_queue(prepared or payload)
+            except wire.PayloadError as exc:
+                out[i] = exc
+                continue
+            moves.append((member, queue, wire.dumps(prepared) if prepared is not None else ""))
+            sent.append(i)
+        replies = promote_each(self.wurk.redis, key, moves) if moves else []
+        for i, reply in zip(sent, replies, strict=True):
+            out[i] = reply if isinstance(reply, Exception) else bool(reply) and entries[i][2] is not None
+        return out
+
     def push_bulk(
         self,
         payloads: Sequence[Payload],
         at: float | None = None,
         batch_size: int = 1000,
         delivery: Delivery = NO_DELIVERY,
+        owned: bool = False,
     ) -> list[str | None]:
-        """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order."""
+        """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order.
+
+        ``owned``: as for ``push``, the payloads were built for this push alone.
+        """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
-            return self._push_bulk(payloads, at, batch_size, delivery)
+            return self._push_bulk(payloads, at, batch_size, delivery, owned)
 
     def _push_bulk(
-        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery
+        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery, owned: bool
     ) -> list[str | None]:
         jids: list[str | None] = []
         pusher = _capture.get() or self.wurk.pusher
+        prepare = self.prepare
         for start in range(0, len(payloads), batch_size):
             ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
             first = len(jids)
-            for payload in payloads[start : start + batch_size]:
-                prepared = self.prepare(payload, created_at, at)
+            chunk = payloads[start : start + batch_size]
+            for payload, jid in zip(chunk, wire.new_jids(len(chunk)), strict=True):
+                prepared = prepare(payload, created_at, at, jid, owned)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)

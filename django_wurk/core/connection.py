@@ -18,6 +18,12 @@ import redis
 from django_wurk.core.config import SENTINEL_SCHEME, Config
 from django_wurk.core.sentinel import failover_aware, sentinel_pool
 
+_hiredis_pack: Any
+try:  # packing commands in C, as redis-py does with hiredis, without its per-argument pass
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # pragma: no cover - hiredis is optional
+    _hiredis_pack = None
+
 #: redis-py's annotations type every reply as ``Awaitable | Any`` (one client class serves
 #: sync and async), which checks nothing and forces casts everywhere; we treat replies as
 #: ``Any`` and check the values where we decode them.
@@ -138,7 +144,7 @@ class Line:
         """Send commands in one write and read every reply (raises the first error reply)."""
         conn = self._connection()
         try:
-            conn.send_packed_command(conn.pack_commands(commands), check_health=False)
+            conn.send_packed_command(_pack(conn, commands), check_health=False)
             replies: list[Any] = []
             error: Exception | None = None
             for _ in commands:
@@ -154,6 +160,32 @@ class Line:
         if error is not None:
             raise error
         return replies
+
+
+def _pack(conn: Any, commands: list[tuple[Any, ...]]) -> Any:
+    """The commands in the Redis protocol, in one buffer (so one ``sendall``, as ``pipeline`` says).
+
+    When redis-py packs with hiredis it hands each command to ``hiredis.pack_command`` after
+    a Python pass over every argument (a bulk push's LPUSH has 1,000) that only converts
+    ``bytearray``/``memoryview`` and splits a first argument holding a space; then it cuts
+    the output into several buffers. The client's commands (``SADD``, ``LPUSH``, ``ZADD``,
+    ``WAIT``) hold str, bytes and numbers, which hiredis packs the same way; anything else
+    (hiredis refuses it with ``TypeError``), a spaced first argument, or redis-py packing
+    without hiredis, goes through redis-py's own packing.
+    """
+    if (
+        _hiredis_pack is not None
+        and type(getattr(conn, "_command_packer", None)).__name__ == "HiredisRespSerializer"
+    ):
+        try:
+            packed = [_hiredis_pack(command) for command in commands if " " not in command[0]]
+        except TypeError:
+            packed = []
+        if len(packed) == len(commands):
+            return [b"".join(packed)]
+    # redis-py's packing leaves each large argument in a buffer of its own, and sending them
+    # one by one costs a syscall each (a fetch acknowledging seven 10 KB jobs made eight).
+    return [b"".join(conn.pack_commands(commands))]
 
 
 class ThreadLines:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
+from django_wurk.core.scripts import bury_each
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -34,6 +36,18 @@ def bury(wurk: Wurk, payload: str | bytes, source: str | None = None, member: by
     config = wurk.config
     now = time.time()
     return wurk.scripts.bury(payload, now, now - config.dead_timeout, config.dead_max_jobs, source, member)
+
+
+def bury_members(wurk: Wurk, source: str, members: Sequence[bytes]) -> list[Any]:
+    """``bury`` each member of ``source`` unchanged, in one round trip, each move atomic.
+
+    One reply per member: whether it was still there to move, or the error reply (a dead
+    set of another type: nothing changed), returned rather than raised.
+    """
+    config = wurk.config
+    now = time.time()
+    replies = bury_each(wurk.redis, source, members, now, now - config.dead_timeout, config.dead_max_jobs)
+    return [r if isinstance(r, Exception) else bool(r) for r in replies]
 
 
 def invalid_payload_envelope(

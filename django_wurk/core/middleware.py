@@ -15,6 +15,23 @@ lookup per key. The keys are looked for when the chain starts, in the payload as
 job was read, so a job pushed by any producer (Ruby included) that carries the option
 still goes through it; a middleware that must see keys another one adds on the way in
 does not declare ``payload_keys``.
+
+Client middleware runs on every push, and the built-in ones act only on payloads with an
+option (``encrypt``, ``expires_in``), yet each costs a call per push whether it acts or not:
+in a bulk push that was as much as encoding the job. So a client middleware may say
+``client_keys``: it does nothing but ``return call_next()`` unless one of these keys is in
+the payload as it is called or in what ``call_next()`` returns. Unlike ``payload_keys`` the
+keys could be added on the way, by another middleware, so they are trusted only in a chain
+where every middleware says which keys it adds, with ``adds_keys`` (a frozenset: the keys
+it may add to a payload or remove from it; it changes a payload only in place and returns
+what ``call_next()`` returned, or ``None``). Then a middleware whose keys are absent, and
+that no other one can add, is skipped exactly when it would have done nothing. Any other
+middleware in the chain (an application's own, say) turns the skipping off. A middleware
+whose work also depends on the context of the push (the batch middleware: inside a batch's
+``jobs()`` block) names that with ``client_active``, a call without arguments (C-level,
+ideally: it is made on every push) whose true answer means "call me whatever the keys";
+declaring ``adds_keys`` promises too that a middleware changes no such context for the
+middleware it calls.
 """
 
 from __future__ import annotations
@@ -46,16 +63,22 @@ class ServerMiddleware(Protocol):
 class Chain:
     """An ordered list of middleware instances with Sidekiq's editing verbs."""
 
+    #: No middleware at all: read on every push, so an attribute kept by the edits rather
+    #: than ``len()``, whose ``__len__`` is a Python call.
+    empty = True
+
     def __init__(self) -> None:
         self._entries: list[tuple[type, Any]] = []
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
         #: called), built again on the first ``invoke`` after an edit.
-        self._plan: list[tuple[Any, tuple[str, ...] | None]] | None = None
-        #: From the same build: the middleware always called (innermost first), and every
-        #: key some middleware waits for. Most payloads hold none of those keys, and one
-        #: ``isdisjoint`` then stands for the per-middleware lookups.
+        self._plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] | None = None
+        #: From the same build: the middleware always called (innermost first), every key
+        #: some middleware waits for, and whether any middleware names a ``client_active``.
+        #: Most payloads hold none of those keys, and one ``isdisjoint`` then stands for the
+        #: per-middleware lookups.
         self._always: list[Any] = []
         self._wanted: frozenset[str] = frozenset()
+        self._contextual = False
 
     def __iter__(self) -> Any:
         return iter([instance for _, instance in self._entries])
@@ -71,29 +94,35 @@ class Chain:
         self.remove(cls)
         self._entries.append((cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def prepend(self, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(0, (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def insert_before(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old), (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def insert_after(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
         self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs)))
         self._plan = None
+        self.empty = not self._entries
 
     def remove(self, cls: type) -> None:
         self._entries = [(c, i) for c, i in self._entries if c is not cls]
         self._plan = None
+        self.empty = not self._entries
 
     def clear(self) -> None:
         self._entries = []
         self._plan = None
+        self.empty = not self._entries
 
     @contextmanager
     def preserved(self) -> Iterator[Chain]:
@@ -104,6 +133,7 @@ class Chain:
         finally:
             self._entries = saved
             self._plan = None
+        self.empty = not self._entries
 
     def _index(self, cls: type) -> int:
         for i, (c, _) in enumerate(self._entries):
@@ -111,24 +141,46 @@ class Chain:
                 return i
         raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
 
+    def _build_plan(self) -> list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]]:
+        instances = [instance for _, instance in reversed(self._entries)]
+        adds: list[frozenset[str] | None] = [getattr(i, "adds_keys", None) for i in instances]
+        declared = all(a is not None for a in adds)
+        plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] = []
+        for index, instance in enumerate(instances):
+            wanted = getattr(instance, "payload_keys", None)
+            keys = getattr(instance, "client_keys", None)
+            active = None
+            if wanted is None and keys is not None and declared:
+                others = frozenset().union(*(a for i, a in enumerate(adds) if i != index and a is not None))
+                if not others.intersection(keys):
+                    wanted = tuple(keys)
+                    active = getattr(instance, "client_active", None)
+            plan.append((instance, wanted, active))
+        self._always = [instance for instance, wanted, _ in plan if wanted is None]
+        self._wanted = frozenset(key for _, wanted, _ in plan for key in wanted or ())
+        self._contextual = any(active is not None for _, _, active in plan)
+        self._plan = plan
+        return plan
+
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
         """Call each middleware as ``mw(*args, call_next)`` around ``innermost()``.
 
         ``args[1]`` is the payload in both chains. Runs for every job, so the wrapping is
         built from the inside out, and a middleware whose ``payload_keys`` the payload does
-        not hold is left out without a call.
+        not hold (or, in a client chain, whose ``client_keys``, see the module's docstring)
+        is left out without a call.
         """
         plan = self._plan
         if plan is None:
-            plan = self._build()
+            plan = self._build_plan()
         payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
-        if payload is not None and self._wanted.isdisjoint(payload):
+        if payload is not None and not self._contextual and self._wanted.isdisjoint(payload):
             for instance in self._always:
                 call = functools.partial(instance, *args, call)
             return call()
-        for instance, wanted in plan:
-            if wanted is not None and payload is not None:
+        for instance, wanted, active in plan:
+            if wanted is not None and payload is not None and (active is None or not active()):
                 for key in wanted:
                     if key in payload:
                         break
@@ -136,11 +188,3 @@ class Chain:
                     continue
             call = functools.partial(instance, *args, call)
         return call()
-
-    def _build(self) -> list[tuple[Any, tuple[str, ...] | None]]:
-        entries = reversed(self._entries)
-        plan = [(instance, getattr(instance, "payload_keys", None)) for _, instance in entries]
-        self._always = [instance for instance, wanted in plan if wanted is None]
-        self._wanted = frozenset(key for _, wanted in plan for key in wanted or ())
-        self._plan = plan
-        return plan

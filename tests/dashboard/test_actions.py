@@ -107,6 +107,24 @@ def test_delete_finds_a_job_that_moved_far_from_where_it_was_shown(
     assert target not in r.lrange("queue:default", 0, -1) and r.llen("queue:default") == 300
 
 
+def test_delete_finds_a_job_several_reads_away(manager: Client, r: Any, wurk: Wurk) -> None:
+    """The search reads the queue's bytes a thousand at a time: a job past the first reads,
+    and an unreadable one, is still found, and only it is removed."""
+    target = push(r, payload(args=["target"]))
+    r.lpush("queue:default", b"\xff garbage")
+    pipe = r.pipeline(transaction=False)
+    for i in range(2500):
+        pipe.lpush("queue:default", wire.dumps(payload(args=[i])))
+    pipe.execute()
+    for wanted in (target, b"\xff garbage"):
+        response = manager.post(
+            url("queue_delete"), {"name": "default", "digest": digest(wanted), "position": "0"}
+        )
+        assert said(response)[0].startswith("Deleted ")
+    jobs = r.lrange("queue:default", 0, -1)
+    assert len(jobs) == 2500 and target not in jobs and b"\xff garbage" not in jobs
+
+
 def test_delete_an_unreadable_job_from_a_queue(manager: Client, r: Any, wurk: Wurk) -> None:
     r.sadd(keys.QUEUES, "default")
     r.lpush("queue:default", b"\xff garbage")

@@ -20,9 +20,10 @@ at once instead of waiting for a poll, and an idle worker does not spin.
 **Basic fetch** is BRPOP across the queues: the job exists only in this process while it
 runs, so a crash loses it. It stays available as ``WURK["FETCH"] = "basic"``.
 
-Queue order: strict (the order given) unless queues have weights, then a shuffled list
-in which each queue appears ``weight`` times, deduplicated, per fetch — a queue of weight
-3 is tried first three times as often as one of weight 1, and none starves.
+Queue order: strict (the order given) unless queues have weights, then drawn per fetch as
+if from a shuffled list in which each queue appears ``weight`` times, deduplicated
+(``QueueOrder``) — a queue of weight 3 is tried first three times as often as one of
+weight 1, and none starves.
 
 **Paused queues** (Sidekiq Pro's ``paused`` set, written by ``api.Queue.pause`` and by a
 Pro Web UI) are left out of the order. Each process rereads the set at most every
@@ -96,15 +97,32 @@ class Fetch(Protocol):
 
 
 class QueueOrder:
+    """The order one fetch tries the queues in: as given, or drawn by weight for each fetch.
+
+    A weighted order is the order in which the queues first appear in a shuffle of a list
+    holding each queue ``weight`` times (Sidekiq's ``shuffle.uniq``): the first queue is q
+    with probability ``weight(q) / total``, the next one likewise among the others, and so
+    on. Shuffling that list costs time in the sum of the weights at every round trip (50
+    queues of weight 10: 500 entries); drawing the same order directly costs time in the
+    number of queues: each queue gets the key ``u ** (1 / weight)``, u uniform in [0, 1),
+    and the order is by key, highest first (Efraimidis and Spirakis's weighted sampling
+    without replacement, which gives each order exactly the shuffle's probability).
+    """
+
     def __init__(self, config: Config) -> None:
         self.strict = config.strict_order
         self.names = list(config.queue_names)
-        self._weighted = [q.name for q in config.weighted_queues for _ in range(q.weight)]
+        weights: dict[str, int] = {}
+        for q in config.weighted_queues:  # a queue named twice counts with both weights, as in the shuffle
+            weights[q.name] = weights.get(q.name, 0) + q.weight
+        self._exponents = [(name, 1 / weight) for name, weight in weights.items()]
 
     def __call__(self) -> list[str]:
         if self.strict:
             return self.names
-        return list(dict.fromkeys(random.sample(self._weighted, len(self._weighted))))
+        draw = random.random
+        keys = {name: draw() ** exponent for name, exponent in self._exponents}
+        return sorted(keys, key=keys.__getitem__, reverse=True)
 
 
 #: Seconds a process trusts its copy of the ``paused`` set (Sidekiq Pro's fetchers cache it too).
@@ -281,6 +299,12 @@ FETCH_AT_MOST = 8
 #: short job; next to a long one it is nothing, and jobs taken along could wait behind long
 #: jobs while another process's threads are free to run them.
 SHORT_JOB = 0.05
+#: Bytes: a fetch takes no more jobs along once those it took hold this many. A round trip
+#: costs a worker about what reading 10 KB of payload does (docs/benchmarks.md, "Cost as
+#: work grows"), so batching large jobs saves little, while every job held costs memory and
+#: lengthens each acknowledgement: LREM compares the payload with each entry it passes, and
+#: payloads alike but for the jid (which comes after the arguments) compare their full length.
+TAKE_ALONG_BYTES = 64 * 1024
 
 
 class _Thread:
@@ -297,7 +321,7 @@ class _Thread:
         #: The thread it serves, so that ``ReliableFetch.abandon`` can find it from another one.
         self.thread = threading.current_thread()
         self.line = line
-        self.scripts = Scripts(line.call)
+        self.scripts = Scripts(line.call, line.pipeline)
         self.current: UnitOfWork | None = None
         self.done: list[UnitOfWork] = []
         #: ``time.monotonic()`` at the start of its last fetch (or its first): the next fetch
@@ -378,6 +402,7 @@ class ReliableFetch:
             [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
             FETCH_AT_MOST if short else 1,
             self.spread,
+            TAKE_ALONG_BYTES,
         )
         taken = int(found[1]) if found else 0
         with self._lock:

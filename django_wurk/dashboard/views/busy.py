@@ -32,8 +32,21 @@ def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
         }
         for p in processes
     ]
+    # A link per running job: reversed once per queue, not once per row (100 processes of
+    # 10 threads are 1,000 rows, and reversing was a fifth of the page's time).
+    queue_urls: dict[str, str] = {}
+
+    def queue_url(name: str) -> str:
+        if name and name not in queue_urls:
+            queue_urls[name] = reverse(admin_url_name("queue"), kwargs={"name": name}, current_app=site.name)
+        return queue_urls.get(name, "")
+
     jobs = [
-        {"job": j, "started": wire.read_stamp(j.run_at) if j.run_at else None}
+        {
+            "job": j,
+            "started": wire.read_stamp(j.run_at) if j.run_at else None,
+            "queue_url": queue_url(j.queue),
+        }
         for j in sorted(api.Workers(wurk), key=lambda j: (j.run_at, j.identity, j.tid))
     ]
     context = {
@@ -43,6 +56,8 @@ def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
         "total_busy": sum(p.busy for p in processes),
         "total_rss": sum(p.rss for p in processes),
         "all_value": ALL,
+        "signal_url": reverse(admin_url_name("busy_signal"), current_app=site.name),
+        "periodic_url": reverse(admin_url_name("periodic"), current_app=site.name),
     }
     return render_page(request, site, "django_wurk/dashboard/busy.html", "Busy", context, tab="busy")
 
@@ -68,11 +83,7 @@ def signal(request: HttpRequest, site: AdminSite) -> HttpResponse:
         if targets[0].embedded:
             notify(request, messages.WARNING, f"Process {identity} is embedded and cannot be signalled.")
             return back
-    for p in targets:
-        if what == "quiet":
-            p.quiet()
-        else:
-            p.stop()
+    api.signal_each(targets, "TSTP" if what == "quiet" else "TERM")
     names = ", ".join(p.identity for p in targets)
     audit(request, f"sent {what} to {names}")
     if identity == ALL:

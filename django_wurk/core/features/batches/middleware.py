@@ -74,6 +74,13 @@ def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
 
 
 class BatchClientMiddleware:
+    #: Acts on pushes inside a batch's block (``client_active``: something captures this
+    #: context's pushes, and the ContextVar's own ``get`` says so without a Python call)
+    #: and on a retried job's re-push (``error_class``); adds ``bid``. Skipped otherwise.
+    client_keys = ("error_class",)
+    adds_keys = frozenset({"bid"})
+    client_active = staticmethod(capturing)
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

@@ -48,6 +48,10 @@ def wants_encryption(payload: Payload) -> bool:
 
 
 class EncryptionClientMiddleware:
+    #: Acts only on an ``encrypt`` payload; adds no key (it seals the last argument in place).
+    client_keys = ("encrypt",)
+    adds_keys: frozenset[str] = frozenset()
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

@@ -55,6 +55,10 @@ def _context(payload: Payload, queue: str) -> dict[str, Any]:
 
 
 class ExpiryClientMiddleware:
+    #: Acts only on a payload with ``expires_in``, to which it adds ``expires_at``.
+    client_keys = (EXPIRES_IN,)
+    adds_keys = frozenset({EXPIRES_AT})
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 

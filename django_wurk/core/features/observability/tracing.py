@@ -52,6 +52,9 @@ def _attributes(job_class: str, payload: Payload, queue: str) -> dict[str, Any]:
 
 
 class TraceClientMiddleware:
+    #: Adds the trace context's keys; declared so built-ins beside it can still be skipped.
+    adds_keys = frozenset(KEYS)
+
     def __call__(
         self, job_class: str, payload: Payload, queue: str, call_next: Callable[[], Payload | None]
     ) -> Payload | None:

@@ -49,7 +49,7 @@ class StatusGate:
 
     def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]:
         for payload in payloads:
-            if tracked(payload):
+            if TRACK in payload and tracked(payload):  # the lookup spares most jobs the call
                 fields = {
                     "state": ENQUEUED,
                     "class": wire.job_display_class(payload),

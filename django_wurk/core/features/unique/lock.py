@@ -166,6 +166,8 @@ class UniqueGate:
         for payload in payloads:
             if UNLOCKS_AT in payload:
                 continue  # admitted before: a re-push of a job that already went through here
+            if "unique_for" not in payload:
+                continue  # most jobs: no call to ``lifetime`` on every push
             seconds = lifetime(payload)
             if seconds is None:
                 continue
