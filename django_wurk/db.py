@@ -20,7 +20,15 @@ from django.db.backends.signals import connection_created
 
 from django_wurk.core.wire import Payload
 
-_thread = threading.local()
+
+class _Thread(threading.local):
+    #: A class attribute, so that a thread that never opened one reads False without a
+    #: lookup that fails (a missing attribute of a ``threading.local`` formats an
+    #: AttributeError's message even under ``getattr(..., default)``).
+    has_connections = False
+
+
+_thread = _Thread()
 
 
 def _opened(sender: Any, connection: Any, **kwargs: Any) -> None:
@@ -33,17 +41,18 @@ connection_created.connect(_opened, dispatch_uid="django_wurk.db.opened")
 def thread_has_connections() -> bool:
     """Whether this thread ever opened a database connection: if not, it has none to check
     and no transaction open, and the per-database walks can be skipped."""
-    return bool(getattr(_thread, "has_connections", False))
+    return _thread.has_connections
 
 
 class CloseOldConnections:
     """Server middleware ``runwurk`` puts first in the chain."""
 
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        if thread_has_connections():
+        local = _thread  # thread_has_connections(), without two calls per job
+        if local.has_connections:
             close_old_connections()
         try:
             call_next()
         finally:
-            if thread_has_connections():
+            if local.has_connections:
                 close_old_connections()

@@ -72,6 +72,13 @@ class Chain:
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
         #: called), built again on the first ``invoke`` after an edit.
         self._plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] | None = None
+        #: From the same build: the middleware always called (innermost first), every key
+        #: some middleware waits for, and whether any middleware names a ``client_active``.
+        #: Most payloads hold none of those keys, and one ``isdisjoint`` then stands for the
+        #: per-middleware lookups.
+        self._always: list[Any] = []
+        self._wanted: frozenset[str] = frozenset()
+        self._contextual = False
 
     def __iter__(self) -> Any:
         return iter([instance for _, instance in self._entries])
@@ -149,6 +156,10 @@ class Chain:
                     wanted = tuple(keys)
                     active = getattr(instance, "client_active", None)
             plan.append((instance, wanted, active))
+        self._always = [instance for instance, wanted, _ in plan if wanted is None]
+        self._wanted = frozenset(key for _, wanted, _ in plan for key in wanted or ())
+        self._contextual = any(active is not None for _, _, active in plan)
+        self._plan = plan
         return plan
 
     def invoke(self, innermost: Callable[[], Any], *args: Any) -> Any:
@@ -161,9 +172,13 @@ class Chain:
         """
         plan = self._plan
         if plan is None:
-            plan = self._plan = self._build_plan()
+            plan = self._build_plan()
         payload = args[1] if len(args) > 1 and isinstance(args[1], dict) else None
         call = innermost
+        if payload is not None and not self._contextual and self._wanted.isdisjoint(payload):
+            for instance in self._always:
+                call = functools.partial(instance, *args, call)
+            return call()
         for instance, wanted, active in plan:
             if wanted is not None and payload is not None and (active is None or not active()):
                 for key in wanted:

@@ -284,7 +284,9 @@ def decode_json(raw: bytes | str, what: str = "payload") -> Any:
     if (
         _fast_loads is not None
         and type(raw) is bytes
-        and _LONG_DIGIT_RUN not in raw.translate(_DIGITS_AS_NINES)
+        # find, not ``in``: ``bytes in bytes`` first tries the operand as an int and formats
+        # the TypeError it catches, which cost more than the search itself.
+        and raw.translate(_DIGITS_AS_NINES).find(_LONG_DIGIT_RUN) < 0
         and not too_deep(raw)
     ):
         try:

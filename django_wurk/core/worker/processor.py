@@ -22,6 +22,7 @@ from django_wurk.core import coroutines, wire
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Execution
 from django_wurk.core.worker.fetch import Fetch, UnitOfWork
+from django_wurk.core.worker.joblog import JobLog
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.retry import RetryHandler
 from django_wurk.core.worker.stats import Stats
@@ -124,6 +125,7 @@ class Processor:
         #: Fetch calls ended, successful or not, and whether one is under way.
         self.fetches = 0
         self.fetching = False
+        self.joblog = JobLog(job_logger)
 
     def start(self) -> None:
         self.thread.start()
@@ -226,10 +228,11 @@ class Processor:
 
         job_class_name = wire.job_display_class(payload)
         jid = payload.get("jid", "")
-        log = job_logger.isEnabledFor(logging.INFO)
+        joblog = self.joblog
+        log = joblog.enabled()
         if log:
             context = {"jid": jid, "job_class": job_class_name, "queue": unit.queue}
-            job_logger.info("start", extra=context)
+            joblog.line("start", (), context)
         execution = Execution(wurk, payload)
         started = time.monotonic()
         try:
@@ -237,10 +240,7 @@ class Processor:
         except Interrupted:
             self._settle(work)  # an abandoned job's thread pushes nothing back either
             if log:
-                job_logger.info(
-                    "interrupted: pushed back to resume later",
-                    extra={"jid": jid, "job_class": job_class_name, "queue": unit.queue},
-                )
+                joblog.line("interrupted: pushed back to resume later", (), context)
             return self._push_back_interrupted(unit)
         except Shutdown:
             raise
@@ -249,24 +249,19 @@ class Processor:
             elapsed = (time.monotonic() - started) * 1000
             self.stats.record(job_class_name, elapsed, True, time.time())
             if log:
-                job_logger.info(
-                    "fail: %.3f sec (%s: %s)",
-                    elapsed / 1000,
-                    type(exc).__name__,
-                    exc,
-                    extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "fail"},
-                )
+                # The start line's record has its own copy of ``context``: adding to it is safe.
+                context["duration"] = round(elapsed / 1000, 6)
+                context["outcome"] = "fail"
+                joblog.line("fail: %.3f sec (%s: %s)", (elapsed / 1000, type(exc).__name__, exc), context)
             wurk.report_error(exc, {"context": "Job raised exception", "job": payload, "queue": unit.queue})
             return self.record_failure(unit, execution.job, exc)
         self._settle(work)
         elapsed = (time.monotonic() - started) * 1000
         self.stats.record(job_class_name, elapsed, False, time.time())
         if log:
-            job_logger.info(
-                "done: %.3f sec",
-                elapsed / 1000,
-                extra={**context, "duration": round(elapsed / 1000, 6), "outcome": "done"},
-            )
+            context["duration"] = round(elapsed / 1000, 6)
+            context["outcome"] = "done"
+            joblog.line("done: %.3f sec", (elapsed / 1000,), context)
         return True
 
     def _push_back_interrupted(self, unit: UnitOfWork) -> bool:
