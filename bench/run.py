@@ -61,7 +61,7 @@ class Counts:
     batch: int = 10_000  # jobs in the batch whose overhead is measured (plain bulk beside it)
 
 
-FULL = Counts(3, noop=20_000, cpu=3_000, io=3_000, single=5_000, bulk=50_000, latency=100, memory=100_000)
+FULL = Counts(3, noop=60_000, cpu=3_000, io=3_000, single=20_000, bulk=100_000, latency=100, memory=100_000)
 QUICK = Counts(1, noop=5_000, cpu=1_000, io=1_000, single=2_000, bulk=10_000, latency=50, memory=20_000)
 #: The system the batch overhead is measured on (one worker process, as a batch's acks are per job).
 BATCH_SYSTEM = "wurk-p1"
