@@ -449,3 +449,35 @@ def test_bad_observability_settings_are_refused_by_name(name: str, value: Any) -
 
     with pytest.raises(ConfigError, match=name):
         Settings.from_mapping({name: value})
+
+
+def test_a_supervisor_resets_its_pool_only_between_probes(wurk: Wurk, r: Any, tmp_path: Any) -> None:
+    """Before each fork the supervisor drops its pool's connections (``wurk.reset()``). A
+    probe reading Redis at that moment lost its connection mid-read (CI saw a 500 when a
+    child was replaced). Hold a scrape inside Redis (CLIENT PAUSE), reset as the supervisor
+    does, and the scrape must still read Redis whole."""
+    import threading
+
+    from django_wurk.core.features.observability import supervisor
+    from django_wurk.core.features.observability.options import HealthOptions
+
+    r.sadd("queues", "default")
+    r.lpush("queue:default", b"{}")
+    port = free_port()
+    redis_in_use = threading.Lock()
+    server = supervisor.serve(wurk, HealthOptions(port, bind="127.0.0.1"), str(tmp_path), list, redis_in_use)
+    try:
+        assert sample(scrape(port), "wurk_redis_up") == 1
+        answer: list[dict[Any, float]] = []
+        r.execute_command("CLIENT", "PAUSE", 1500)  # every client's next command waits 1.5 s
+        scraping = threading.Thread(target=lambda: answer.append(scrape(port)))
+        scraping.start()
+        wait_for(redis_in_use.locked, timeout=10)  # the scrape is in Redis, holding the lock
+        with redis_in_use:  # what the supervisor's before_fork does
+            wurk.reset()
+        scraping.join(15)
+        (samples,) = answer
+        assert sample(samples, "wurk_redis_up") == 1
+        assert sample(samples, "wurk_queue_size", queue="default") == 1
+    finally:
+        server.stop()

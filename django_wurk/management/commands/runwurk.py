@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from argparse import ArgumentParser
 from typing import Any
 
@@ -166,11 +167,15 @@ class Command(BaseCommand):
         config = wurk.config
 
         server = None
+        # Held by the health port's probes while they read Redis, and here while the pool's
+        # connections are dropped: a probe must not lose its connection mid-read.
+        redis_in_use = threading.Lock()
 
         def before_fork() -> None:
             # Django is set up once, here; nothing connected may cross the fork.
             connections.close_all()
-            wurk.reset()
+            with redis_in_use:
+                wurk.reset()
 
         def after_fork() -> None:
             wurk.reset()
@@ -195,7 +200,7 @@ class Command(BaseCommand):
             swarm.on_child_exit = supervisor.child_exited(self._metrics_dir)
             try:
                 server = supervisor.serve(
-                    wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children))
+                    wurk, self._health, self._metrics_dir, lambda: list(dict(swarm.children)), redis_in_use
                 )
             except OSError as exc:  # the health port is taken
                 raise CommandError(str(exc)) from None

@@ -18,6 +18,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -71,24 +72,41 @@ def children_identities(wurk: Wurk, pids: Iterable[int]) -> tuple[list[bytes], l
     return list(found.values()), [pid for pid in wanted.values() if pid not in found]
 
 
-def serve(wurk: Wurk, health: HealthOptions, path: str, children: Callable[[], list[int]]) -> HealthServer:
+def serve(
+    wurk: Wurk,
+    health: HealthOptions,
+    path: str,
+    children: Callable[[], list[int]],
+    redis_in_use: threading.Lock,
+) -> HealthServer:
+    """The supervisor's health port. Its probes read Redis from the server's threads while
+    the supervisor's own thread, before each fork, drops every connection of the pool
+    (``wurk.reset()``), including one a probe is reading from: a scrape then failed (500)
+    whenever a child was replaced. So a probe holds ``redis_in_use`` while it reads, and the
+    supervisor holds it to reset.
+    """
     from django_wurk.core.features.observability import exposition
+
+    scrape = exposition.multi_process(wurk, path)
+
+    def metrics() -> tuple[bytes, str]:
+        with redis_in_use:
+            return scrape()
 
     def live() -> Verdict:
         pids = children()
         return (bool(pids), f"supervisor {os.getpid()} with {len(pids)} worker process(es)")
 
     def ready() -> Verdict:
-        try:
-            identities, missing = children_identities(wurk, children())
-        except RedisError as exc:
-            return False, f"Redis is unreachable: {exc}"
-        if missing:
-            return False, f"worker process(es) {', '.join(map(str, missing))} not registered yet"
-        return heartbeat_verdict(wurk.redis, identities, health.ready_window)
+        with redis_in_use:
+            try:
+                identities, missing = children_identities(wurk, children())
+            except RedisError as exc:
+                return False, f"Redis is unreachable: {exc}"
+            if missing:
+                return False, f"worker process(es) {', '.join(map(str, missing))} not registered yet"
+            return heartbeat_verdict(wurk.redis, identities, health.ready_window)
 
-    server = HealthServer(
-        health.bind, health.port, metrics=exposition.multi_process(wurk, path), live=live, ready=ready
-    )
+    server = HealthServer(health.bind, health.port, metrics=metrics, live=live, ready=ready)
     server.start()
     return server
