@@ -613,16 +613,21 @@ class SortedSet:
                     low = f"({top!r}"
                     continue
                 low = repr(top)
-            batch = []
-            for raw, score in rows:
-                mark = _mark(raw, score)
-                if mark in wanted:
-                    wanted.discard(mark)
-                    batch.append(SortedEntry(raw, score, self))
+            batch = self._taken(rows, wanted)
             if batch:
                 yield batch
             if not full:
                 return
+
+    def _taken(self, rows: list[tuple[bytes, float]], wanted: set[int]) -> list[SortedEntry]:
+        """The rows of the snapshot not taken yet, each now marked as taken."""
+        batch = []
+        for raw, score in rows:
+            mark = _mark(raw, score)
+            if mark in wanted:
+                wanted.discard(mark)
+                batch.append(SortedEntry(raw, score, self))
+        return batch
 
     def _group(self, score: float, wanted: set[int]) -> Iterator[list[SortedEntry]]:
         """The entries at one score, ``CHUNK`` at a time (any number of entries can share one).
@@ -636,12 +641,7 @@ class SortedSet:
         stayed = 0
         while wanted:
             rows = redis.zrangebyscore(self.name, score, score, start=stayed, num=CHUNK, withscores=True)
-            batch = []
-            for raw, s in rows:
-                mark = _mark(raw, s)
-                if mark in wanted:
-                    wanted.discard(mark)
-                    batch.append(SortedEntry(raw, s, self))
+            batch = self._taken(rows, wanted)
             if batch:
                 yield batch
             if len(rows) < CHUNK:
