@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -219,6 +220,7 @@ def hang_in_recv(marker: str, port: int) -> None:
     import socket
 
     wurk.redis.rpush("timeouts:started", marker)
+    wurk.redis.set("timeouts:hang-pid", os.getpid())
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.recv(1)
     wurk.redis.rpush("timeouts:returned", marker)
@@ -226,8 +228,9 @@ def hang_in_recv(marker: str, port: int) -> None:
 
 @job(retry=3)
 def slow_mark(marker: str, seconds: float) -> None:
-    """Runs ``seconds``, then records that it finished (a job killed on the way never does)."""
-    wurk.redis.rpush("timeouts:slow-started", marker)
+    """Runs ``seconds``, then records that it finished (a job killed on the way never does).
+    Each start is recorded with the process it ran in."""
+    wurk.redis.rpush("timeouts:slow-started", f"{marker}@{os.getpid()}")
     time.sleep(seconds)
     wurk.redis.rpush("timeouts:slow-done", marker)
 
