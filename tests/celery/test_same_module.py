@@ -6,6 +6,7 @@ message body, and a real Celery ``AsyncResult`` reads the results our workers wr
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import json
 import sys
@@ -124,6 +125,9 @@ def test_celerys_own_async_result_reads_our_results(redis_url: str, celery_worke
         assert theirs.state == "FAILURE"
         with pytest.raises(ValueError, match="from wurk"):
             theirs.get(timeout=5)
+        # Celery's AsyncResult unsubscribes when collected: collect it while Redis runs.
+        del theirs
+        gc.collect()
     finally:
         reader.close()
 
