@@ -19,7 +19,8 @@ DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
 	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
-	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
+	@echo "make lint       ruff check, ruff format --check, mypy, import-linter, and the typed"
+	@echo "                enqueue checked by mypy and pyright"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~3 min)"
@@ -53,6 +54,8 @@ lint: venv
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy django_wurk
 	$(BIN)/lint-imports
+	$(BIN)/pyright --pythonpath $(BIN)/python django_wurk/core/job.py django_wurk/core/arguments.py
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_typed_enqueue.py
 
 run: $(DEMO_STAMP)
 	$(BIN)/python example_project/run.py

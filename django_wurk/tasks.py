@@ -175,12 +175,11 @@ class ResultStore:
 class TaskJob(Job, abstract=True):
     """The job that runs one ``django.tasks`` task, keeping its result record and signals."""
 
-    def perform(self, *args: Any) -> Any:
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
         path = self.payload["class"]
         task = _tasks[path]
         backend = task.get_backend()
         store = backend.store if isinstance(backend, WurkBackend) else ResultStore(DEFAULT_RESULT_TTL)
-        kwargs = self.payload.get("kwargs") or {}
         started = _now()
         store.append(self.jid, "worker_ids", worker_id(), status=TaskResultStatus.RUNNING.value,
                      started_at=_iso(started), last_attempted_at=_iso(started))  # fmt: skip
@@ -268,11 +267,8 @@ class WurkBackend(BaseTaskBackend):
         options["queue"] = task.queue_name
         if not self.on_commit:
             options["on_commit"] = False
-        setter = Setter(registry.resolve(task.module_path) or TaskJob, options)
-        payload = setter.payload(list(args))
-        if kwargs:
-            wire.check_json_native(dict(kwargs), "kwargs")
-            payload["kwargs"] = dict(kwargs)
+        setter: Setter[...] = Setter(registry.resolve(task.module_path) or TaskJob, options)
+        payload = setter.payload(list(args), dict(kwargs))
         jid = payload["jid"] = wire.new_jid()
         enqueued = _now()
         record = {

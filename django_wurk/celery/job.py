@@ -29,7 +29,7 @@ from django_wurk.core.wire import Payload
 class Runner(Protocol):
     """What runs the task for the job: the ``Task`` (named here, not imported: it builds this class)."""
 
-    def execute(self, job: CeleryJob, args: list[Any]) -> Any: ...
+    def execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any: ...
 
     def record_revoked(self, task_id: str, payload: Payload) -> None: ...
 
@@ -38,8 +38,8 @@ class CeleryJob(Job, abstract=True):
     task: ClassVar[Runner]
     retry = 0
 
-    def perform(self, *args: Any) -> Any:
-        return type(self).task.execute(self, list(args))
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
+        return type(self).task.execute(self, list(args), kwargs)
 
     def retry_requested(self, exc: BaseException) -> float | None:
         if not isinstance(exc, Retry):

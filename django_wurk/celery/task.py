@@ -39,9 +39,6 @@ from django_wurk.core.job import Setter, delivery_options
 
 logger = logging.getLogger("django_wurk.celery")
 
-#: The payload key holding a Celery task's keyword arguments (a JSON object). The same key
-#: the django.tasks backend uses, so one convention covers both.
-KWARGS_KEY = "kwargs"
 #: The payload key holding an absolute expiry (epoch seconds): Sidekiq Pro's ``expires_at``,
 #: which the expiring-jobs feature checks before each run (it skips the job; the Celery
 #: layer's middleware records REVOKED first, ``django_wurk.celery.job.RecordRevoked``).
@@ -332,7 +329,7 @@ class Task:
             )
         self.autoretry_for = tuple(self.autoretry_for or ())
         self.dont_autoretry_for = tuple(self.dont_autoretry_for or ())
-        self._setters: dict[tuple[str, bool], Setter] = {}
+        self._setters: dict[tuple[str, bool], Setter[...]] = {}
         if fn is not None:
             functools.update_wrapper(self, fn)
         self.job_class: type[CeleryJob] = type(
@@ -421,11 +418,11 @@ class Task:
         expiry = options.expiry(expires if expires is not None else self.expires, now)
         queue = queue or self.queue or self.app.setting("task_default_queue")
         setter = self._setter(queue, on_commit)
-        payload = setter.payload(codec.encode(list(args or ())))
-        if kwargs:
-            if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
-                raise TypeError(f"{where}: kwargs must be a mapping with string keys, got {kwargs!r}")
-            payload[KWARGS_KEY] = codec.encode(dict(kwargs))
+        if kwargs and (not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs)):
+            raise TypeError(f"{where}: kwargs must be a mapping with string keys, got {kwargs!r}")
+        # Keyword arguments under the payload's ``kwargs`` key, as every job's (core/arguments.py).
+        encoded_kwargs = codec.encode(dict(kwargs)) if kwargs else None
+        payload = setter.payload(codec.encode(list(args or ())), encoded_kwargs)
         if expiry is not None:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
@@ -447,7 +444,7 @@ class Task:
     ) -> AsyncResult:
         return self.apply_async(args, kwargs, _on_commit=True, **opts)
 
-    def _setter(self, queue: str, on_commit: bool | None) -> Setter:
+    def _setter(self, queue: str, on_commit: bool | None) -> Setter[...]:
         key = (queue, bool(on_commit))
         setter = self._setters.get(key)
         if setter is None:
@@ -480,10 +477,8 @@ class Task:
         """Run now in this thread, through the same job and codec a worker uses (nothing pushed)."""
         jid = options.task_id(task_id) if task_id is not None else wire.new_jid()
         payload = self._setter(self.queue or self.app.setting("task_default_queue"), None).payload(
-            codec.encode(list(args or ()))
+            codec.encode(list(args or ())), codec.encode(dict(kwargs)) if kwargs else None
         )
-        if kwargs:
-            payload[KWARGS_KEY] = codec.encode(dict(kwargs))
         payload["jid"] = jid
         try:
             token = _eager.set(True)
@@ -589,11 +584,10 @@ class Task:
         if not self.ignores_result(payload):
             ResultStore(wurk).write(task_id, states.REVOKED, None, expires=self.result_expires)
 
-    def execute(self, job: CeleryJob, args: list[Any]) -> Any:
+    def execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any:
+        """Run the task for ``job``; ``args`` and ``kw`` as the payload holds them (kombu's
+        JSON envelopes still in), handed over by the engine, which checked ``kw`` is an object."""
         payload = job.payload
-        kw = payload.get(KWARGS_KEY, {})
-        if not isinstance(kw, dict):
-            raise TypeError(f"payload {KWARGS_KEY!r} must be a JSON object, got {type(kw).__name__}")
         args, kwargs = codec.decode(args), codec.decode(kw)
         count = payload.get("retry_count")
         retries = count + 1 if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0

@@ -103,16 +103,28 @@ def serialize(value: Any, where: str = "args") -> Any:
 
 
 def wrap(payload: Payload, locale: str = "en") -> Payload:
-    """Rewrite a plain payload (before jid/timestamps) into Rails' wrapper shape."""
+    """Rewrite a plain payload (before jid/timestamps) into Rails' wrapper shape.
+
+    Keyword arguments (the plain payload's ``kwargs``) become what Rails writes for a Ruby
+    call with keywords: a last hash whose ``_aj_ruby2_keywords`` lists its keys, which
+    ActiveJob turns back into keyword arguments (and ``arguments`` above into Python ones).
+    """
     name = payload["class"]
     queue = payload.get("queue", "default")
+    arguments = serialize(payload["args"])
+    kwargs = payload.get("kwargs")
+    if kwargs:
+        keywords = serialize(kwargs, "kwargs")
+        del keywords[SYMBOL_KEYS]
+        keywords[RUBY2_KEYWORDS] = list(kwargs)
+        arguments.append(keywords)
     data = {
         "job_class": name,
         "job_id": str(uuid.uuid4()),
         "provider_job_id": None,
         "queue_name": queue,
         "priority": None,
-        "arguments": serialize(payload["args"]),
+        "arguments": arguments,
         "executions": 0,
         "exception_executions": {},
         "locale": locale,
@@ -121,6 +133,8 @@ def wrap(payload: Payload, locale: str = "en") -> Payload:
     }
     wrapped: Payload = {}
     for key, value in payload.items():
+        if key == "kwargs":
+            continue
         if key == "args":
             wrapped["args"] = [data]
         elif key == "class":

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
-from django_wurk.core import activejob, coroutines, wire
+from django_wurk.core import activejob, arguments, coroutines, wire
 from django_wurk.core.client import (
     BufferedPusher,
     Client,
@@ -298,7 +298,14 @@ class Execution:
         def perform() -> None:
             # Read here, inside the middleware: a server middleware may give the job other
             # arguments than the stored ones (encryption opens the last one only for the run).
-            args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
+            if wrapped:
+                args, kwargs = activejob.arguments(payload)
+            else:
+                args = payload["args"]
+                try:
+                    kwargs = arguments.keywords(payload)
+                except ValueError as exc:
+                    raise UnrunnableJob(str(exc)) from None
             value = job.perform(*args, **kwargs)
             # Most jobs return None: skip the awaitable checks for them, this is the hot path.
             result[0] = (

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
+from django_wurk.core.arguments import KWARGS_KEY, CallShape
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
 from django_wurk.core.registry import registry
@@ -26,6 +28,15 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class Performs(Protocol[P]):
+    """A job class as the type checkers see it: the enqueue classmethods of ``Job`` take
+    their parameters (``P``) from the subclass's ``perform``, so ``Welcome.perform_async("1")``
+    is an error in the editor when ``perform`` takes ``user_id: int``."""
+
+    def perform(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
+
 
 #: Option names with a meaning to the engine, in the order Sidekiq writes them.
 KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
@@ -181,7 +192,7 @@ class Job:
         raw.update(cls.options)
         return validate_options(raw, where)
 
-    def perform(self, *args: Any) -> Any:
+    def perform(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
 
     def retry_in(self, count: int, exc: BaseException) -> int | float | str | None:
@@ -224,33 +235,62 @@ class Job:
 
     # Enqueueing -----------------------------------------------------------------------
 
-    @classmethod
-    def set(cls, **options: Any) -> Setter:
-        return Setter(cls, options)
+    # ``cls: type[Performs[P]]`` binds ``P`` to the subclass's ``perform`` for the type
+    # checkers; at run time ``cls`` is the subclass itself.
 
     @classmethod
-    def perform_async(cls, *args: Any) -> str | None:
-        return default_setter(cls).perform_async(*args)
+    def set(cls: type[Performs[P]], **options: Any) -> Setter[P]:
+        return Setter(cast("type[Job]", cls), options)
 
     @classmethod
-    def perform_in(cls, interval: float | timedelta, *args: Any) -> str | None:
-        return default_setter(cls).perform_in(interval, *args)
+    def perform_async(cls: type[Performs[P]], *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return default_setter(cast("type[Job]", cls)).perform_async(*args, **kwargs)
 
     @classmethod
-    def perform_at(cls, when: float | datetime, *args: Any) -> str | None:
-        return default_setter(cls).perform_at(when, *args)
+    def perform_in(
+        cls: type[Performs[P]], interval: float | timedelta, /, *args: P.args, **kwargs: P.kwargs
+    ) -> str | None:
+        return default_setter(cast("type[Job]", cls)).perform_in(interval, *args, **kwargs)
+
+    @classmethod
+    def perform_at(
+        cls: type[Performs[P]], when: float | datetime, /, *args: P.args, **kwargs: P.kwargs
+    ) -> str | None:
+        return default_setter(cast("type[Job]", cls)).perform_at(when, *args, **kwargs)
 
     @classmethod
     def perform_bulk(cls, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
         return default_setter(cls).perform_bulk(args_list, batch_size)
 
     @classmethod
-    def perform_inline(cls, *args: Any) -> Any:
-        return default_setter(cls).perform_inline(*args)
+    def perform_inline(cls: type[Performs[P]], *args: P.args, **kwargs: P.kwargs) -> Any:
+        return default_setter(cast("type[Job]", cls)).perform_inline(*args, **kwargs)
 
 
-class Setter:
-    """A job class with per-call options, as returned by ``Job.set(...)``."""
+_call_shapes: dict[type[Job], CallShape] = {}
+
+
+def call_shape(job_class: type[Job]) -> CallShape:
+    """What ``job_class``'s jobs may be called with, read from its function or ``perform``
+    once; a class without its own ``perform`` (a job a Ruby worker runs) takes any call."""
+    shape = _call_shapes.get(job_class)
+    if shape is None:
+        if issubclass(job_class, FunctionJob):
+            shape = CallShape(job_class.wire_name, job_class.function)
+        elif job_class.perform is Job.perform:
+            shape = CallShape(job_class.wire_name, None)
+        else:
+            shape = CallShape(job_class.wire_name, job_class.perform, method=True)
+        _call_shapes[job_class] = shape
+    return shape
+
+
+class Setter(Generic[P]):
+    """A job class with per-call options, as returned by ``Job.set(...)``.
+
+    Generic in the job's parameters (``P``) so ``send_welcome.set(queue="x").perform_async``
+    is type-checked like ``send_welcome`` itself.
+    """
 
     def __init__(self, job_class: type[Job], options: Mapping[str, Any] | None = None) -> None:
         self.job_class = job_class
@@ -268,17 +308,28 @@ class Setter:
         # Read on every push: built once (``delivery`` hands out copies).
         self._delivery = {k: v for k, v in self.options.items() if k in delivery_options}
 
-    def set(self, **options: Any) -> Setter:
+    def set(self, **options: Any) -> Setter[P]:
         return Setter(self.job_class, {**self.options, **options})
 
-    def payload(self, args: Sequence[Any]) -> Payload:
-        """The payload this setter would push, before the client adds jid and times."""
+    def payload(self, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> Payload:
+        """The payload this setter would push, before the client adds jid and times.
+
+        The call is checked against the job's signature and for JSON here, so a bad one
+        raises ``TypeError`` in the caller, naming the job and the argument. Keyword
+        arguments go under the ``kwargs`` key (``core/arguments.py`` says why there).
+        """
         args = list(args)
-        if wurk.config.strict_args:
-            check_json_native(args, "args")
+        call_shape(self.job_class).check(args, kwargs, wurk.config.strict_args)
         payload: Payload = self._head.copy()
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
+        if kwargs:
+            if self.options.get("encrypt"):
+                raise TypeError(
+                    f"{self.job_class.wire_name}: an encrypt=True job seals its last positional "
+                    "argument only, so keyword arguments would travel in clear; pass them positionally"
+                )
+            payload[KWARGS_KEY] = dict(kwargs)
         if self.job_class.activejob:
             from django_wurk.core import activejob
 
@@ -289,27 +340,32 @@ class Setter:
     def delivery(self) -> dict[str, Any]:
         return dict(self._delivery)
 
-    def perform_async(self, *args: Any) -> str | None:
-        return wurk.client.push(self.payload(args), delivery=self._delivery, owned=True)
+    def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return wurk.client.push(self.payload(args, kwargs), delivery=self._delivery, owned=True)
 
-    def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
+    # ``interval`` and ``when`` are positional-only: a job may have a parameter of that name.
+
+    def perform_in(self, interval: float | timedelta, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
         seconds = interval.total_seconds() if isinstance(interval, timedelta) else float(interval)
         at = seconds if seconds >= ABSOLUTE_EPOCH_THRESHOLD else time.time() + seconds
-        return self._push_at(at, args)
+        return self._push_at(at, args, kwargs)
 
-    def perform_at(self, when: float | datetime, *args: Any) -> str | None:
+    def perform_at(self, when: float | datetime, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
         if isinstance(when, datetime):
             if when.tzinfo is None:
                 raise ValueError(
                     "perform_at needs an aware datetime (naive times are ambiguous across servers)"
                 )
-            return self._push_at(when.timestamp(), args)
-        return self.perform_in(when, *args)
+            return self._push_at(when.timestamp(), args, kwargs)
+        return self.perform_in(when, *args, **kwargs)
 
-    def _push_at(self, at: float, args: Sequence[Any]) -> str | None:
+    def _push_at(self, at: float, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
         # Sidekiq pushes a job that is already due straight onto its queue.
         return wurk.client.push(
-            self.payload(args), at=at if at > time.time() else None, delivery=self._delivery, owned=True
+            self.payload(args, kwargs),
+            at=at if at > time.time() else None,
+            delivery=self._delivery,
+            owned=True,
         )
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
@@ -321,6 +377,8 @@ class Setter:
         strict = wurk.config.strict_args
         head = self._head
         name = self.job_class.wire_name
+        shape = call_shape(self.job_class)
+        fewest, most = (shape.fewest, shape.most) if not shape.needs_keywords else (math.inf, 0)
         for i, args in enumerate(args_list):
             # type() first: isinstance() against the Sequence ABC is slow, and this runs per job.
             if type(args) not in (list, tuple) and (
@@ -331,26 +389,33 @@ class Setter:
                 append(self.payload(args))
                 continue
             args = list(args)
-            if strict:
+            # No generator here: its frame cost as much as the rest of the check.
+            suspect = not fewest <= len(args) <= most
+            if strict and not suspect:
                 for item in args:
                     if type(item) not in FLAT_TYPES:
-                        check_json_native(args, "args")
+                        suspect = True
                         break
+            if suspect:
+                try:
+                    shape.check(args, None, strict)
+                except TypeError as exc:
+                    raise TypeError(f"perform_bulk item {i}: {exc}") from None
             payload = head.copy()
             payload["args"] = args
             payload["class"] = name
             append(payload)
         return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self._delivery, owned=True)
 
-    def perform_inline(self, *args: Any) -> Any:
+    def perform_inline(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run now, in this thread, through both middleware chains and a JSON round trip."""
-        return wurk.run_inline(self.payload(args))
+        return wurk.run_inline(self.payload(args, kwargs))
 
 
-_default_setters: dict[type[Job], Setter] = {}
+_default_setters: dict[type[Job], Setter[...]] = {}
 
 
-def default_setter(job_class: type[Job]) -> Setter:
+def default_setter(job_class: type[Job]) -> Setter[...]:
     """The option-less setter of a job class, built once: it is on every enqueue's path."""
     setter = _default_setters.get(job_class)
     if setter is None:
@@ -366,7 +431,6 @@ class FunctionJob(Job, abstract=True):
     retries_exhausted_hook: ClassVar[Callable[[Payload, BaseException], str | None] | None] = None
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
-        # Keyword arguments only come from ActiveJob payloads (Ruby keyword arguments).
         return type(self).function(*args, **kwargs)
 
     def retry_in(self, count: int, exc: BaseException) -> int | float | str | None:
@@ -393,23 +457,42 @@ class JobFunction(Generic[P, R]):
     def __repr__(self) -> str:
         return f"<job {self.wire_name}>"
 
-    def set(self, **options: Any) -> Setter:
+    def set(self, **options: Any) -> Setter[P]:
         return Setter(self.job_class, options)
 
-    def perform_async(self, *args: Any) -> str | None:
-        return default_setter(self.job_class).perform_async(*args)
+    def perform_async(self, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return default_setter(self.job_class).perform_async(*args, **kwargs)
 
-    def perform_in(self, interval: float | timedelta, *args: Any) -> str | None:
-        return default_setter(self.job_class).perform_in(interval, *args)
+    def perform_in(self, interval: float | timedelta, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return default_setter(self.job_class).perform_in(interval, *args, **kwargs)
 
-    def perform_at(self, when: float | datetime, *args: Any) -> str | None:
-        return default_setter(self.job_class).perform_at(when, *args)
+    def perform_at(self, when: float | datetime, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
+        return default_setter(self.job_class).perform_at(when, *args, **kwargs)
 
     def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
         return default_setter(self.job_class).perform_bulk(args_list, batch_size)
 
-    def perform_inline(self, *args: Any) -> Any:
-        return default_setter(self.job_class).perform_inline(*args)
+    def perform_inline(self, *args: P.args, **kwargs: P.kwargs) -> Any:
+        return default_setter(self.job_class).perform_inline(*args, **kwargs)
+
+
+RetryIn = Callable[[int, BaseException], int | float | str | None]
+RetriesExhausted = Callable[[Payload, BaseException], str | None]
+
+
+@overload
+def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+
+@overload
+def job(
+    *,
+    wire_name: str | None = None,
+    activejob: bool = False,
+    retry_in: RetryIn | None = None,
+    retries_exhausted: RetriesExhausted | None = None,
+    **options: Any,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
 def job(
@@ -418,10 +501,10 @@ def job(
     *,
     wire_name: str | None = None,
     activejob: bool = False,
-    retry_in: Callable[[int, BaseException], int | float | str | None] | None = None,
-    retries_exhausted: Callable[[Payload, BaseException], str | None] | None = None,
+    retry_in: RetryIn | None = None,
+    retries_exhausted: RetriesExhausted | None = None,
     **options: Any,
-) -> Any:
+) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Turn a module-level function into a job: ``@job`` or ``@job(queue="mailers", retry=5)``.
 
     The function may be ``async def``: a worker runs it on its thread's event loop. A

@@ -267,3 +267,21 @@ def test_unreadable_jobs_do_not_break_pages(viewer: Client, r: Any) -> None:
     for path in (url("changelist"), url("stats"), url("queues"), url("dead"), url("scheduled")):
         assert viewer.get(path).status_code == 200
     assert wire.loads(b'{"class":"x","args":[]}')  # sanity: the decoder itself is fine
+
+
+def test_keyword_arguments_show_as_name_value_in_lists_and_on_the_job_page(viewer: Client, r: Any) -> None:
+    from tests.test_job_arguments import send_welcome
+
+    now = send_welcome.set(on_commit=False)  # the test runs inside a transaction never committed
+    now.perform_async(7, template="<b>promo</b>")
+    now.perform_in(600, user_id=8, cc=["a@example.com"])
+    queue_page = text(viewer, url("queue", name="default"))
+    # Escaped like every argument: the template's markup is text.
+    assert "7, template=&quot;&lt;b&gt;promo&lt;/b&gt;&quot;" in queue_page
+    scheduled = text(viewer, url("scheduled"))
+    assert "user_id=8, cc=[&quot;a@example.com&quot;]" in scheduled
+    [(member, score)] = r.zrange(keys.SCHEDULE, 0, -1, withscores=True)
+    jid = json.loads(member)["jid"]
+    page = text(viewer, url("entry", kind="scheduled", key=f"{score!r}-{jid}"))
+    assert '<th scope="row">Keyword arguments</th>' in page
+    assert "&quot;user_id&quot;: 8" in page and '<th scope="row">kwargs</th>' not in page

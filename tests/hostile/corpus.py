@@ -226,6 +226,11 @@ WRONG_TYPES: dict[str, list[tuple[str, Any]]] = {
     "tags": [("string", "abc"), ("list of objects", [{}]), ("int", 5), ("list with null", [None])],
     "wrapped": [("int", 5), ("list", [])],
     "display_class": [("list", []), ("object", {}), ("empty", "")],
+    # Keyword arguments: the worker reads "kwargs" to call perform; one that is no object can
+    # never run (the dead set, with the reason), an odd object runs.
+    "kwargs": [("list", [1]), ("string", "abc"), ("int", 5), ("null", None), ("true", True),
+               ("empty object", {}), ("an empty key", {"": 1}), ("10,000 keys", {f"k{i}": i for i in range(10_000)}),
+               ("a key with a NUL", {"a\u0000b": 1})],
     "recovered": [("abc", "abc"), ("-1", -1), ("400 digits", Raw("9" * 400)), ("float", 1.5)],
     # Unique jobs: a worker reads these to release a lock; none may stop or lose the job.
     "unique_for": [("abc", "abc"), ("string of digits", "600"), ("negative", -5), ("list", [600]),

@@ -16,6 +16,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 
 from django_wurk.core import activejob, api
+from django_wurk.core.arguments import KWARGS_KEY
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard.access import audit, notify, render_page
 from django_wurk.dashboard.nav import admin_url_name
@@ -178,6 +179,9 @@ def detail(request: HttpRequest, site: AdminSite, kind: str, key: str) -> HttpRe
         notify(request, messages.WARNING, f"That job is no longer in {k.where}.")
         return HttpResponseRedirect(list_url(site, k))
     shown = _shown_payload(entry)
+    # Keyword arguments (the payload's ``kwargs``) are shown beside the positional ones.
+    keywords = shown.get(KWARGS_KEY) if shown is not None else None
+    keywords = keywords if isinstance(keywords, dict) and keywords else None
     fields = []
     if shown is not None:
         for name in sorted(shown):
@@ -185,12 +189,15 @@ def detail(request: HttpRequest, site: AdminSite, kind: str, key: str) -> HttpRe
                 name == "class" and shown[name] == entry.job_class
             ):
                 continue
+            if name == KWARGS_KEY and keywords is not None:
+                continue
             fields.append({"name": name, "value": shown[name], "time": name in TIME_FIELDS})
     aj = activejob.job_data(entry.payload) if entry.payload is not None else None
     context = {
         "kind": k,
         "entry": entry,
         "fields": fields,
+        "keywords": keywords,
         "shown": shown,
         "raw_text": entry.raw.decode("utf-8", "replace") if shown is None else "",
         "activejob": {n: v for n, v in aj.items() if n != "arguments"} if aj is not None else None,

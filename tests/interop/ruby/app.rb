@@ -81,3 +81,30 @@ end
 Sidekiq.configure_server do |config|
   config.options[:poll_interval_average] = ENV["SIDEKIQ_POLL"].to_f if ENV["SIDEKIQ_POLL"]
 end
+
+# --- Keyword arguments (tests/interop/test_keywords.py) ---------------------------------------
+# Python sends a job's keyword arguments under the payload key "kwargs". Sidekiq itself ignores
+# the key (perform gets the positional args) and keeps it through retries; a Ruby app that wants
+# the keywords reads them in a server middleware, as here.
+module Interop
+  class ReadKeywords
+    def call(worker, job, _queue)
+      worker.kwargs = job["kwargs"] || {} if worker.respond_to?(:kwargs=)
+      yield
+    end
+  end
+
+  class Keywords
+    include Sidekiq::Worker
+    sidekiq_options queue: "ruby"
+    attr_accessor :kwargs
+
+    def perform(*args)
+      Interop.record(self.class.name, jid, args, "kwargs" => kwargs)
+    end
+  end
+end
+
+Sidekiq.configure_server do |config|
+  config.server_middleware { |chain| chain.add Interop::ReadKeywords }
+end

@@ -134,7 +134,7 @@ class Loop:
         args = self.options.get("args", [])
         if not isinstance(args, list):
             raise ValueError(f"periodic loop {self.lid}: its args are not a list")
-        setter = Setter(job_class, overrides)
+        setter: Setter[...] = Setter(job_class, overrides)
         jid = self.wurk.client.push(setter.payload(args), delivery=setter.delivery)
         if jid is not None:
             try:

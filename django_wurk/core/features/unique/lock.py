@@ -5,7 +5,10 @@ Enterprise's rule; the jid and timestamps do not count). The lock key is
 ``unique:<sha256 hex of the JSON of [class, queue, args]>``, encoded as Ruby's
 ``JSON.generate`` would, so a Ruby process finds the same key; for a Rails ActiveJob
 payload it is ``[wrapper class, queue, job_class, arguments]``, because the wrapped hash
-also holds a fresh ``job_id`` and ``enqueued_at`` per push. The key holds the jid of the
+also holds a fresh ``job_id`` and ``enqueued_at`` per push. A job called with keyword
+arguments (the payload's ``kwargs``, which Sidekiq has no notion of) adds them as a fourth
+element, ``[class, queue, args, kwargs]``, so ``f(user_id=1)`` and ``f(user_id=2)`` are two
+jobs; a call without them keeps Sidekiq's three. The key holds the jid of the
 job that owns it, so only that job can release it (compare-and-delete).
 
 A payload that took a lock carries, as Sidekiq Enterprise's do, ``unique_token`` (the
@@ -21,12 +24,13 @@ import logging
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ResponseError
 
 from django_wurk.core import activejob, wire
+from django_wurk.core.arguments import KWARGS_KEY
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.unique.options import MAX_SECONDS
 from django_wurk.core.job import Setter
@@ -97,6 +101,8 @@ def digest(payload: Payload) -> str:
         identity: list[Any] = [payload["class"], queue, data.get("job_class"), data.get("arguments")]
     else:
         identity = [payload.get("class"), queue, payload.get("args")]
+        if payload.get(KWARGS_KEY):
+            identity.append(payload[KWARGS_KEY])
     try:
         text = ruby_json(identity)
     except RecursionError as exc:
@@ -229,8 +235,10 @@ def lock_owner(
     args: Sequence[Any],
     queue: str | None = None,
     wurk: Wurk | None = None,
+    kwargs: Mapping[str, Any] | None = None,
 ) -> str | None:
-    """The jid holding the unique lock of ``job_class`` with ``args`` (on ``queue``), if any.
+    """The jid holding the unique lock of ``job_class`` with ``args`` and ``kwargs`` (on
+    ``queue``), if any.
 
     ``job_class`` is a job class, a ``@job`` function or a class name (a Ruby job, say);
     ``queue`` defaults to the class's own. Advisory, as Sidekiq Enterprise's
@@ -239,9 +247,11 @@ def lock_owner(
     engine = wurk or default_wurk
     if isinstance(job_class, str):
         payload: Payload = {"class": job_class, "queue": queue or "default", "args": list(args)}
+        if kwargs:
+            payload[KWARGS_KEY] = dict(kwargs)
     else:
         cls = job_class if isinstance(job_class, type) else job_class.job_class
-        payload = Setter(cls, {"queue": queue} if queue else {}).payload(args)
+        payload = Setter(cls, {"queue": queue} if queue else {}).payload(args, kwargs)
     try:
         holder = engine.redis.get(key(digest(payload)))
     except ResponseError:
