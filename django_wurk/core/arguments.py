@@ -87,14 +87,19 @@ class CallShape:
             except TypeError as exc:
                 raise TypeError(f"{self.job}: {exc}") from None
         if json_native:
-            for i, value in enumerate(args):
+            for value in args:
                 if type(value) not in FLAT_TYPES:
-                    check_json_native(value, f"{self.job}: argument {self.name(i)}")
+                    self._check_json(args)
+                    break
         # Keyword arguments are new to the wire, with no old callers to keep working:
         # checked whatever ``STRICT_ARGS`` says, as the django.tasks backend always did.
         if kwargs:
             for name, value in kwargs.items():
                 check_json_native(value, f"{self.job}: argument {name!r}")
+
+    def _check_json(self, args: Sequence[Any]) -> None:
+        for i, value in enumerate(args):
+            check_json_native(value, f"{self.job}: argument {self.name(i)}")
 
     def name(self, index: int) -> str:
         """``'user_id' (args[0])``, or ``args[3]`` for one caught by ``*args``."""

@@ -307,6 +307,7 @@ class Setter(Generic[P]):
         self._head = head
         # Read on every push: built once (``delivery`` hands out copies).
         self._delivery = {k: v for k, v in self.options.items() if k in delivery_options}
+        self._shape = call_shape(job_class)
 
     def set(self, **options: Any) -> Setter[P]:
         return Setter(self.job_class, {**self.options, **options})
@@ -319,7 +320,7 @@ class Setter(Generic[P]):
         arguments go under the ``kwargs`` key (``core/arguments.py`` says why there).
         """
         args = list(args)
-        call_shape(self.job_class).check(args, kwargs, wurk.config.strict_args)
+        self._shape.check(args, kwargs, wurk.config.strict_args)
         payload: Payload = self._head.copy()
         payload["args"] = args
         payload["class"] = self.job_class.wire_name
@@ -377,7 +378,7 @@ class Setter(Generic[P]):
         strict = wurk.config.strict_args
         head = self._head
         name = self.job_class.wire_name
-        shape = call_shape(self.job_class)
+        shape = self._shape
         fewest, most = (shape.fewest, shape.most) if not shape.needs_keywords else (math.inf, 0)
         for i, args in enumerate(args_list):
             # type() first: isinstance() against the Sequence ABC is slow, and this runs per job.
