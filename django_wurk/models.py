@@ -1,14 +1,16 @@
-"""Database models: the outbox that makes an enqueue part of a transaction, and the
-dashboard's permission anchor."""
+"""Database models: the outbox that makes an enqueue part of a transaction, the periodic
+schedules edited in the admin, and the dashboard's permission anchor."""
 
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.db import models
 
 #: ``OutboxEntry`` is the outbox's own storage: read and written by ``django_wurk.outbox`` only.
-__all__ = ["Dashboard"]
+__all__ = ["Dashboard", "Schedule"]
 
 
 def new_token() -> str:
@@ -69,3 +71,66 @@ class Dashboard(models.Model):
 
     def __str__(self) -> str:
         return "Wurk dashboard"
+
+
+def no_arguments() -> list[Any]:
+    return []
+
+
+def no_keywords() -> dict[str, Any]:
+    return {}
+
+
+class Schedule(models.Model):
+    """A periodic job edited at run time (docs/periodic.md, "Schedules in the admin").
+
+    The fields are those of a ``WURK["PERIODIC"]`` entry, plus a ``name`` and ``enabled``.
+    The leader reads the enabled rows every few seconds (``django_wurk.schedules``) and
+    fires them beside the settings' entries. ``clean()`` refuses a row that could not run,
+    so the admin never saves one; a row changed behind the admin's back is skipped by the
+    leader with a warning.
+    """
+
+    name = models.CharField(max_length=200, unique=True, help_text="What the schedule is called.")
+    cron = models.CharField(
+        max_length=200,
+        help_text="A cron expression: minute hour day-of-month month day-of-week, e.g. "
+        "<code>*/15 * * * *</code>, or <code>@daily</code>.",
+    )
+    job = models.CharField(
+        max_length=300,
+        help_text="The job's wire name, or the dotted path of its @job function or Job class.",
+    )
+    args = models.JSONField(default=no_arguments, blank=True, help_text="Positional arguments: a JSON list.")
+    kwargs = models.JSONField(default=no_keywords, blank=True, help_text="Keyword arguments: a JSON object.")
+    queue = models.CharField(
+        max_length=200, blank=True, default="", help_text="Leave empty for the job's own queue."
+    )
+    tz = models.CharField(
+        "time zone",
+        max_length=64,
+        blank=True,
+        default="UTC",
+        help_text="An IANA time zone (<code>Europe/Paris</code>); empty means UTC.",
+    )
+    enabled = models.BooleanField(default=True, help_text="Only enabled schedules fire.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        db_table = "django_wurk_schedule"
+        ordering = ("name",)
+        verbose_name = "periodic schedule"
+        verbose_name_plural = "periodic schedules"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from django_wurk.core.registry import registry
+        from django_wurk.schedules import problems
+
+        found = problems(cron=self.cron, job=self.job, args=self.args, kwargs=self.kwargs,
+                         queue=self.queue, tz=self.tz, registry=registry)  # fmt: skip
+        if found:
+            raise ValidationError(found)

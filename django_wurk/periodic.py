@@ -2,23 +2,24 @@
 
 Each entry is a dict: ``cron`` (a cron expression) and ``job`` (a registered job's wire
 name, or the dotted path ``module.qualname`` of its ``@job`` function or ``Job`` class) are
-required; ``args`` (a list), ``queue``, ``retry`` and ``tz`` (an IANA time zone, UTC when
-absent) are optional. Reading happens in two steps because jobs are registered only when
-the apps' ``jobs`` modules are imported: ``parse_entries`` checks the shape, the cron
-expression and the time zone when the settings are built; ``loop_specs`` finds each job
-once the registry is full (``runwurk`` start-up, ``manage.py check``). Every message names
-the entry by its index and job, so a list of twenty entries says which one is wrong.
+required; ``args`` (a list), ``kwargs`` (a dict of keyword arguments), ``queue``, ``retry``
+and ``tz`` (an IANA time zone, UTC when absent) are optional. Reading happens in two steps
+because jobs are registered only when the apps' ``jobs`` modules are imported:
+``parse_entries`` checks the shape, the cron expression and the time zone when the settings
+are built; ``loop_specs`` finds each job once the registry is full (``runwurk`` start-up,
+``manage.py check``). Every message names the entry by its index and job, so a list of
+twenty entries says which one is wrong.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core.config import ConfigError
-from django_wurk.core.job import Job, validate_options
+from django_wurk.core.job import Job, call_shape, validate_options
 from django_wurk.core.registry import Registry
 from django_wurk.core.wire import check_json_native
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 SETTING = "PERIODIC"
 REQUIRED = ("cron", "job")
-OPTIONAL = ("args", "queue", "retry", "tz")
+OPTIONAL = ("args", "kwargs", "queue", "retry", "tz")
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class PeriodicEntry:
     cron: str
     job: str
     args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
     queue: str | None = None
     retry: bool | int | None = None
     tz: str | None = None
@@ -71,8 +73,14 @@ def entry_problems(raw: Any, registry: Registry | None = None) -> list[str]:
     entries, problems = _read(raw)
     if registry is not None:
         for entry in entries:
-            if find_job(entry.job, registry) is None:
+            job_class = find_job(entry.job, registry)
+            if job_class is None:
                 problems.append(_unknown_job(entry))
+                continue
+            try:
+                call_shape(job_class).check(entry.args, entry.kwargs, True)
+            except TypeError as exc:
+                problems.append(f"{entry.where}: {exc}")
     return problems
 
 
@@ -124,8 +132,12 @@ def _entry(index: int, item: Any) -> PeriodicEntry:
     args = item.get("args", [])
     if not isinstance(args, (list, tuple)):
         raise ValueError(f"{where}: 'args' must be a list, got {type(args).__name__}")
+    kwargs = item.get("kwargs", {})
+    if not isinstance(kwargs, Mapping):
+        raise ValueError(f"{where}: 'kwargs' must be a dict, got {type(kwargs).__name__}")
     try:
         check_json_native(list(args), "args")
+        check_json_native(dict(kwargs), "kwargs")
         overrides = validate_options({k: item[k] for k in ("queue", "retry") if k in item}, where)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}" if not str(exc).startswith(where) else str(exc)) from None
@@ -134,6 +146,7 @@ def _entry(index: int, item: Any) -> PeriodicEntry:
         cron=item["cron"],
         job=item["job"],
         args=tuple(args),
+        kwargs=dict(kwargs),
         queue=overrides.get("queue"),
         retry=overrides.get("retry"),
         tz=tz,
@@ -172,11 +185,16 @@ def loop_specs(entries: Sequence[PeriodicEntry], registry: Registry) -> list[Loo
         job_class = find_job(entry.job, registry)
         if job_class is None:
             raise ConfigError(SETTING, _unknown_job(entry))
+        try:
+            call_shape(job_class).check(entry.args, entry.kwargs, True)
+        except TypeError as exc:  # arguments the job cannot take: it would fail at every fire
+            raise ConfigError(SETTING, f"{entry.where}: {exc}") from None
         specs.append(
             LoopSpec(
                 Cron.parse(entry.cron),
                 job_class,
                 args=entry.args,
+                kwargs=entry.kwargs,
                 queue=entry.queue,
                 retry=entry.retry,
                 tz=parse_timezone(entry.tz) if entry.tz else DEFAULT_TZ,
@@ -186,14 +204,19 @@ def loop_specs(entries: Sequence[PeriodicEntry], registry: Registry) -> list[Loo
     return specs
 
 
-def install_from_settings(wurk: Wurk, entries: Sequence[PeriodicEntry], leader: bool, ttl: float) -> None:
-    """Have ``runwurk``'s processes campaign and fire ``entries``, unless ``leader`` is off
+def install_from_settings(
+    wurk: Wurk, entries: Sequence[PeriodicEntry], leader: bool, ttl: float, schedules: bool = True
+) -> None:
+    """Have ``runwurk``'s processes campaign and fire ``entries``, and with ``schedules`` the
+    enabled ``Schedule`` rows too (``django_wurk.schedules``), unless ``leader`` is off
     (``WURK["PERIODIC"]``, ``WURK["LEADER"]`` and ``WURK["LEADER_TTL"]``)."""
     from django_wurk.core.features.periodic import install
+    from django_wurk.schedules import REFRESH, ScheduleSource
 
     if not leader:
         return
-    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl)
+    source = ScheduleSource(wurk.registry) if schedules else None
+    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl, source=source, refresh=REFRESH)
 
 
 def install_history(wurk: Wurk, interval: float, retention_days: float, leader: bool) -> None:

@@ -19,6 +19,8 @@ INSTALLED_APPS = [
     "django_wurk",
     "tests.jobsapp",
 ]
+# django-celery-beat (a test extra): `manage.py wurk_import_celery_beat` reads its tables.
+INSTALLED_APPS.append("django_celery_beat")
 try:  # Django 6 ships django.tasks; on 5.2 the backport app provides it.
     import django.tasks  # noqa: F401
 except ImportError:

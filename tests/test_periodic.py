@@ -61,7 +61,7 @@ def test_lid_is_stable_and_changes_with_what_fires() -> None:
         spec(args=(1, "x")),
         spec(args=(1, "x"), queue="low", retry=3),
         spec(args=(1, "x"), queue="low", tz=ZoneInfo("Europe/Berlin")),
-        LoopSpec(EveryMinutes(1), jobs.critical.job_class, args=(1, "x"), queue="low"),
+        LoopSpec(EveryMinutes(1), jobs.async_echo.job_class, args=(1, "x"), queue="low"),
     ]
     assert len({a.lid, *(o.lid for o in others)}) == 7
     # The documented formula, so other tools can compute it.

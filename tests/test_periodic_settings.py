@@ -18,7 +18,7 @@ from django.test import override_settings
 from django_wurk import ConfigError, Wurk
 from django_wurk.conf import Settings, build_settings, setting_names
 from django_wurk.core.registry import registry
-from django_wurk.periodic import entry_problems, find_job, install_from_settings, loop_specs
+from django_wurk.periodic import entry_problems, find_job, install_from_settings, loop_specs, parse_entries
 from tests.jobsapp import jobs
 
 GOOD = [
@@ -29,7 +29,7 @@ GOOD = [
         "queue": "low",
         "tz": "Europe/Berlin",
     },
-    {"cron": "@daily", "job": "tests.jobsapp.jobs.critical", "retry": 2},
+    {"cron": "@daily", "job": "tests.jobsapp.jobs.critical", "args": ["nightly"], "retry": 2},
 ]
 
 
@@ -118,6 +118,16 @@ def test_check_reports_every_bad_entry_by_its_index() -> None:
     assert "entry 3 (job 'nope'): no registered job" in errors[1]
     # Without the registry (settings being built), only the shape, cron and tz are checked.
     assert len(entry_problems(entries)) == 1
+
+
+def test_an_entry_whose_arguments_the_job_cannot_take_is_refused_by_check_and_at_start() -> None:
+    entries = [GOOD[0], {"cron": "@daily", "job": "tests.jobsapp.jobs.critical", "kwargs": {"y": 1}}]
+    [error] = periodic_errors(entries)
+    assert (
+        "entry 1 (job 'tests.jobsapp.jobs.critical')" in error and "missing a required argument: 'x'" in error
+    )
+    with pytest.raises(ConfigError, match=r"entry 1 .*missing a required argument: 'x'"):
+        loop_specs(parse_entries("PERIODIC", entries), registry)
 
 
 @pytest.mark.parametrize("value", [{"cron": "@daily"}, "@daily", 5])

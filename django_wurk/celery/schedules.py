@@ -1,12 +1,12 @@
 """Celery beat schedules as periodic-job entries: ``CELERY_BEAT_SCHEDULE`` -> ``WURK["PERIODIC"]``.
 
 ``periodic_entries(schedule)`` turns each beat entry into the dict a periodic-jobs entry is
-(``cron``, ``job``, ``args``, ``queue``, ``tz``), and says, entry by entry, what it could not
+(``cron``, ``job``, ``args``, ``kwargs``, ``queue``, ``tz``), and says, entry by entry, what it could not
 carry over and why, instead of guessing: a periodic job fires on a cron expression aligned
 to the clock, with positional arguments only. The rules are the ones
 docs/migrate-from-celery.md gives (and the periodic jobs' own migration table): ``crontab``
 fields in cron's order with day names as numbers, an interval only where it divides an hour
-or a day evenly, no seconds, no ``solar``, no keyword arguments.
+or a day evenly, no seconds, no ``solar``.
 
 ``crontab`` is here too, where Celery has it (``celery.schedules``), so a settings module
 keeps its beat schedule by changing that import. The settings pass
@@ -159,9 +159,12 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
     else:
         raise ValueError(f"schedule {sched!r} is neither a crontab nor an interval")
     Cron.parse(cron)  # what the periodic jobs will read: a field it refuses skips the entry
-    if entry.get("kwargs"):
-        raise ValueError("periodic jobs take positional arguments only; it has kwargs")
     item: dict[str, Any] = {"cron": cron, "job": task, "args": codec.encode(list(entry.get("args") or ()))}
+    kwargs = entry.get("kwargs")
+    if kwargs:
+        if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
+            raise ValueError("its kwargs are not a dict with string keys")
+        item["kwargs"] = codec.encode(dict(kwargs))
     options = dict(entry.get("options") or {})
     queue = options.pop("queue", None)
     if queue:

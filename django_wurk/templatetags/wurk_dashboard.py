@@ -135,8 +135,17 @@ def args_text(args: Any) -> str:
 def call_text(record: Any) -> str:
     """A job's arguments as one line, with the keyword arguments of a ``kwargs`` payload key
     (Celery tasks, django.tasks) written ``name=value`` after the positional ones."""
-    args = record.display_args
     kwargs = record.get("kwargs") if record.payload is not None else None
+    return _call(record.display_args, kwargs)
+
+
+@register.filter
+def loop_call(loop: Any) -> str:
+    """What a periodic loop's fires are called with, as ``call_text`` writes a job's."""
+    return _call(loop.args, loop.kwargs)
+
+
+def _call(args: Any, kwargs: Any) -> str:
     if not isinstance(kwargs, dict) or not kwargs or not isinstance(args, list):
         return args_text(args)
     parts = [as_json(a) for a in args] + [f"{k}={as_json(v)}" for k, v in kwargs.items()]

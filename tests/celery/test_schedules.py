@@ -41,8 +41,11 @@ def test_intervals_that_divide_an_hour_or_a_day_map_the_rest_are_reported() -> N
         "kwargs": {"task": "t.a", "schedule": 60, "kwargs": {"a": 1}},
     }
     result = periodic_entries(schedule)
-    assert [e["cron"] for e in result.entries] == ["*/5 * * * *", "0 * * * *", "0 */6 * * *", "0 0 * * *"]
-    assert set(result.skipped) == {"7m", "30s", "solar", "kwargs"}
+    crons = ["*/5 * * * *", "0 * * * *", "0 */6 * * *", "0 0 * * *", "* * * * *"]
+    assert [e["cron"] for e in result.entries] == crons
+    # Keyword arguments carry over (the payload's kwargs, docs/jobs.md).
+    assert result.entries[-1]["kwargs"] == {"a": 1}
+    assert set(result.skipped) == {"7m", "30s", "solar"}
     assert "divide" in result.skipped["7m"] and "seconds" in result.skipped["30s"]
     assert "aligned to the clock" in result.notes["5m"][0]
 

@@ -316,3 +316,15 @@ def test_a_loop_pruned_between_reading_and_writing_is_said_to_be_gone(
     assert f"Loop {spec.lid} is no longer registered" in response.content.decode()
     assert not r.exists(keys.loop(spec.lid))  # the pause left no stray hash behind
     assert not LogEntry.objects.exists()
+
+
+def test_a_loop_with_keyword_arguments_shows_them_and_enqueue_now_passes_them(
+    manager: Client, r: Any
+) -> None:
+    spec = make_loop(r, job_class=jobs.tracked.job_class, args=(4,), kwargs={"seconds": 0.5}, queue="low")
+    page = manager.get(url("periodic")).content.decode()
+    row = page[page.index(f'data-lid="{spec.lid}"') :]
+    assert "4, seconds=0.5" in row[: row.index("</tr>")]
+    manager.post(url("loop_enqueue"), {"lid": spec.lid, "next": url("periodic")})
+    [job] = queued(r, "low")
+    assert (job["args"], job["kwargs"]) == ([4], {"seconds": 0.5})

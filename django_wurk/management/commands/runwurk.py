@@ -95,10 +95,12 @@ class Command(BaseCommand):
         try:
             config = build_config(overrides)
             app = app_settings()  # the app's own settings too: a bad one stops the start, by name
-            # Every process campaigns to be the leader that fires WURK["PERIODIC"]: one leader
-            # per shard, but only the default shard's fires the settings' entries (once fleet-wide).
-            periodic = app.periodic if config.shard == DEFAULT_SHARD else ()
-            install_from_settings(wurk, periodic, app.leader, app.leader_ttl)
+            # Every process campaigns to be the leader that fires WURK["PERIODIC"] and the
+            # admin's schedules: one leader per shard, but only the default shard's fires them
+            # (once fleet-wide).
+            default_shard = config.shard == DEFAULT_SHARD
+            periodic = app.periodic if default_shard else ()
+            install_from_settings(wurk, periodic, app.leader, app.leader_ttl, schedules=default_shard)
             # The leader (of those) records the historical metrics (docs/metrics.md).
             install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:

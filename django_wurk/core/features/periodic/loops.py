@@ -3,10 +3,11 @@
 A loop is identified by its ``lid``: the first 16 hex digits of the SHA-1 of the UTF-8 text
 ``"<schedule>|<klass>|<options>"``, where ``schedule`` is the cron expression as parsed,
 ``klass`` the job's wire name, and ``options`` the canonical JSON (keys sorted, no spaces,
-non-ASCII kept) of the entry's own settings: ``args`` and ``tz`` always, ``queue`` and
-``retry`` when the entry sets them. So an entry keeps its lid across restarts and deploys
+non-ASCII kept) of the entry's own settings: ``args`` and ``tz`` always, ``kwargs``,
+``queue`` and ``retry`` when the entry sets them. So an entry keeps its lid across restarts and deploys
 (its pause, history and next fire with it), and any change that changes when or what it
-fires (schedule, job, arguments, queue, retry, time zone) makes it a new loop; the old one
+fires (schedule, job, arguments, keyword arguments, queue, retry, time zone) makes it a new
+loop; the old one
 is pruned by the next leader (``prune``). The job class's own options are not part of the
 lid: they are read when the job is pushed, as for any other push.
 
@@ -21,7 +22,7 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -29,7 +30,7 @@ from zoneinfo import ZoneInfo
 
 from django_wurk.core import wire
 from django_wurk.core.features.periodic import keys
-from django_wurk.core.job import Job, Setter, validate_options
+from django_wurk.core.job import Job, Setter, call_shape, validate_options
 
 if TYPE_CHECKING:
     from django_wurk.core.connection import Redis
@@ -60,6 +61,8 @@ class LoopSpec:
     schedule: Schedule
     job_class: type[Job]
     args: tuple[Any, ...] = ()
+    #: Keyword arguments for the job (the payload's ``kwargs``; docs/jobs.md).
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
     queue: str | None = None
     retry: bool | int | None = None
     tz: ZoneInfo = DEFAULT_TZ
@@ -71,8 +74,13 @@ class LoopSpec:
     def __post_init__(self) -> None:
         where = self.source or f"periodic {self.job_class.wire_name}"
         overrides = validate_options(self.overrides, where)
-        wire.check_json_native(list(self.args), f"{where} args")
+        try:  # a loop that could never push is refused now, not at each of its fires
+            call_shape(self.job_class).check(self.args, self.kwargs, True)
+        except TypeError as exc:
+            raise TypeError(f"{self.source}: {exc}" if self.source else str(exc)) from None
         options: dict[str, Any] = {"args": list(self.args), "tz": self.tz.key, **overrides}
+        if self.kwargs:  # only when set: a loop without them keeps the lid it always had
+            options["kwargs"] = dict(self.kwargs)
         object.__setattr__(self, "options", options)
         text = f"{self.expression}|{self.klass}|{canonical_json(options)}"
         object.__setattr__(self, "lid", hashlib.sha1(text.encode("utf-8")).hexdigest()[:16])
@@ -103,7 +111,7 @@ class LoopSpec:
 
     def payload(self) -> wire.Payload:
         """What one fire pushes: the job class's options, the entry's overrides and args."""
-        return Setter(self.job_class, self.overrides).payload(self.args)
+        return Setter(self.job_class, self.overrides).payload(self.args, self.kwargs)
 
     def delivery(self) -> dict[str, Any]:
         """How one fire is delivered: the job class's shard, so a leader on one shard fires

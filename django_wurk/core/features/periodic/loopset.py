@@ -57,7 +57,7 @@ class Loop:
     schedule: str
     #: The job's wire name (what the payload's ``class`` will be).
     klass: str
-    #: The entry's own options: ``args``, ``tz`` and, when set, ``queue`` and ``retry``.
+    #: The entry's own options: ``args``, ``tz`` and, when set, ``kwargs``, ``queue`` and ``retry``.
     options: dict[str, Any]
     tz: str
     paused: bool
@@ -75,6 +75,11 @@ class Loop:
     def args(self) -> list[Any]:
         args = self.options.get("args")
         return args if isinstance(args, list) else []
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        kwargs = self.options.get("kwargs")
+        return kwargs if isinstance(kwargs, dict) else {}
 
     @property
     def queue(self) -> str:
@@ -134,8 +139,15 @@ class Loop:
         args = self.options.get("args", [])
         if not isinstance(args, list):
             raise ValueError(f"periodic loop {self.lid}: its args are not a list")
+        kwargs = self.options.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"periodic loop {self.lid}: its kwargs are not an object")
         setter: Setter[...] = Setter(job_class, overrides)
-        jid = self.wurk.client.push(setter.payload(args), delivery=setter.delivery)
+        try:
+            payload = setter.payload(args, kwargs)
+        except TypeError as exc:  # arguments in Redis the job cannot take (or not JSON)
+            raise ValueError(f"periodic loop {self.lid}: {exc}") from None
+        jid = self.wurk.client.push(payload, delivery=setter.delivery)
         if jid is not None:
             try:
                 record_fire(self.wurk.redis, self.lid, server_time(self.wurk.redis), jid)

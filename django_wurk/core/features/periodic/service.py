@@ -20,7 +20,7 @@ from django_wurk.core.features.periodic import keys
 from django_wurk.core.features.periodic.duties import LeaderDuty
 from django_wurk.core.features.periodic.leader import Campaign
 from django_wurk.core.features.periodic.loops import LoopSpec
-from django_wurk.core.features.periodic.ticker import Ticker
+from django_wurk.core.features.periodic.ticker import REFRESH_INTERVAL, LoopSource, Ticker
 from django_wurk.core.worker.loop import Loop
 from django_wurk.core.worker.outage import Outage
 
@@ -37,11 +37,18 @@ class PeriodicService(Loop):
     name = "periodic"
 
     def __init__(
-        self, wurk: Wurk, identity: str, outage: Outage, specs: Sequence[LoopSpec], ttl: float
+        self,
+        wurk: Wurk,
+        identity: str,
+        outage: Outage,
+        specs: Sequence[LoopSpec],
+        ttl: float,
+        source: LoopSource | None = None,
+        refresh: float = REFRESH_INTERVAL,
     ) -> None:
         super().__init__(wurk, outage)
         self.campaign = Campaign(wurk.scripts, identity, ttl, self._leader_ttl_left)
-        self.ticker = Ticker(wurk, specs)
+        self.ticker = Ticker(wurk, specs, source, refresh)
         #: What other features have the leader do (``duties.py``), built once for this process.
         self.duties: list[LeaderDuty] = [factory(wurk, identity) for factory in list(wurk.leader_duties)]
         #: Set when this process takes the lead; cleared once it has registered and pruned.

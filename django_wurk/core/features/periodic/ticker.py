@@ -9,6 +9,13 @@ Missed occurrences are not made up: after a gap (no leader, Redis down, a paused
 loop fires once for the overdue occurrence, logging a warning when it is more than
 ``LATE_AFTER`` seconds late, and its next fire is the first occurrence after now.
 
+The loops are the fixed ones the process was started with (``WURK["PERIODIC"]``) plus, when
+the installer gave one, what a ``LoopSource`` returns: a callable the leader asks again every
+``refresh`` seconds (the Django app reads its ``Schedule`` table with one). When the set of
+loops changes, the new ones are registered and the gone ones pruned at once, so an edit made
+at run time fires without a restart. A source that raises keeps the loops it gave last
+(logged, at most once per ``COMPLAINT_INTERVAL``): a database outage never stops the loops.
+
 ``tick(now)`` takes the time as an argument (Redis's ``TIME`` when omitted), so a test can
 drive the clock. A loop whose Redis data is unusable (an ``nf`` that is no time, a key of
 another type) is logged and skipped or rescheduled; it never stops the pass for the others.
@@ -17,8 +24,9 @@ another type) is logged and skipped or rescheduled; it never stops the pass for 
 from __future__ import annotations
 
 import logging
+import math
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -45,6 +53,13 @@ logger = logging.getLogger("django_wurk.periodic")
 LATE_AFTER = 90.0
 #: The same complaint about one loop's data is logged at most this often (seconds).
 COMPLAINT_INTERVAL = 300.0
+#: How often (seconds) the leader asks a ``LoopSource`` again.
+REFRESH_INTERVAL = 5.0
+
+#: Loops decided at run time (the Django app's ``Schedule`` rows): called by the leader every
+#: ``refresh`` seconds, on its service thread. It returns only loops it could build; what it
+#: skipped it reports itself.
+LoopSource = Callable[[], Sequence[LoopSpec]]
 
 
 @dataclass(frozen=True)
@@ -58,17 +73,32 @@ class Fire:
 
 
 class Ticker:
-    def __init__(self, wurk: Wurk, specs: Sequence[LoopSpec]) -> None:
+    def __init__(
+        self,
+        wurk: Wurk,
+        specs: Sequence[LoopSpec],
+        source: LoopSource | None = None,
+        refresh: float = REFRESH_INTERVAL,
+    ) -> None:
         self.wurk = wurk
-        self.specs = unique(specs)
+        self.fixed = unique(specs)
+        self.specs = list(self.fixed)
+        self.source = source
+        self.refresh = refresh
+        self._asked_at = -math.inf
         self._complaints: dict[tuple[str, str], float] = {}
 
     def take_office(self, now: float | None = None) -> None:
         """What a new leader does first: register its loops, and prune every other one.
 
-        The leader's own configuration is the truth: a loop removed from settings stops
-        firing and leaves the dashboard once a process of the new configuration leads.
+        The leader's own configuration is the truth: a loop removed from settings (or a
+        schedule deleted or disabled) stops firing and leaves the dashboard once a process
+        of the new configuration leads.
         """
+        self._ask_source(force=True)
+        self._register_all(now)
+
+    def _register_all(self, now: float | None = None) -> None:
         redis = self.wurk.redis
         now = server_time(redis) if now is None else now
         for spec in self.specs:
@@ -86,8 +116,28 @@ class Ticker:
                 ", ".join(lid.decode("utf-8", "replace") for lid in gone),
             )
 
+    def _ask_source(self, force: bool = False) -> bool:
+        """Ask the source for its loops when ``refresh`` has passed; True if they changed."""
+        if self.source is None:
+            return False
+        at = time.monotonic()
+        if not force and at - self._asked_at < self.refresh:
+            return False
+        self._asked_at = at
+        try:
+            found = unique([*self.fixed, *self.source()])
+        except Exception as exc:  # the database is down, say: keep firing what we have
+            self._complain_about_source(exc)
+            return False
+        changed = [s.lid for s in found] != [s.lid for s in self.specs]
+        self.specs = found
+        return changed
+
     def tick(self, now: float | None = None) -> list[Fire]:
         """One pass over every loop; returns what fired. Redis outages are raised."""
+        if self._ask_source():
+            logger.info("periodic loops changed: %d now", len(self.specs))
+            self._register_all(now)
         if not self.specs:
             return []
         redis = self.wurk.redis
@@ -168,12 +218,25 @@ class Ticker:
 
     def _complain(self, spec: LoopSpec, message: str) -> None:
         """Log a problem with one loop's data, at most once per ``COMPLAINT_INTERVAL``."""
+        if self._first_time(spec.lid, message):
+            logger.error("periodic %s %s", spec.label, message)
+
+    def _complain_about_source(self, exc: Exception) -> None:
+        if self._first_time("(source)", type(exc).__name__):
+            logger.warning(
+                "periodic: could not read the loops decided at run time (%s: %s); firing the %d known",
+                type(exc).__name__,
+                exc,
+                len(self.specs),
+            )
+
+    def _first_time(self, about: str, message: str) -> bool:
         at = time.monotonic()
-        last = self._complaints.get((spec.lid, message))
+        last = self._complaints.get((about, message))
         if last is not None and at - last < COMPLAINT_INTERVAL:
-            return
-        self._complaints[(spec.lid, message)] = at
-        logger.error("periodic %s %s", spec.label, message)
+            return False
+        self._complaints[(about, message)] = at
+        return True
 
 
 def _iso(seconds: float) -> str:
