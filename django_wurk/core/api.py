@@ -16,7 +16,7 @@ import math
 import re
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
@@ -512,6 +512,10 @@ def parse_entry_key(value: str) -> tuple[float, str]:
     return score, jid
 
 
+#: ``progress(seen, total)``: how far a bulk action over a set has got (a command line's bar).
+Progress = Callable[[int, int], None]
+
+
 class SortedSet:
     name = ""
 
@@ -651,7 +655,7 @@ class SortedSet:
                 pipe.zscore(self.name, raw)
             stayed += sum(1 for s in pipe.execute() if s == score)
 
-    def _drain(self, act: str) -> int:
+    def _drain(self, act: str, progress: Progress | None = None) -> int:
         """Apply ``act`` to each entry present when it starts, once, oldest first.
 
         A pass that re-reads the set from its start takes entries added meanwhile too: a
@@ -663,9 +667,12 @@ class SortedSet:
         snapshot's marks plus one chunk of entries, whatever the size of the set.
         """
         wanted = self._snapshot()
-        done = 0
+        total, seen, done = len(wanted), 0, 0
         for batch in self._chunks(wanted):
             done += self._kill_each(batch) if act == "kill" else self._requeue_each(batch, act == "retry")
+            seen += len(batch)
+            if progress is not None:
+                progress(seen, total)
         return done
 
     def _requeue_each(self, batch: list[SortedEntry], retry: bool) -> int:
@@ -706,13 +713,14 @@ class SortedSet:
             raise error
         return done
 
-    def retry_all(self) -> int:
-        return self._drain("retry")
+    def retry_all(self, progress: Progress | None = None) -> int:
+        """ "Retry now" every entry there now; ``progress(seen, total)`` after each chunk."""
+        return self._drain("retry", progress)
 
-    def kill_all(self) -> int:
+    def kill_all(self, progress: Progress | None = None) -> int:
         if self.name == keys.DEAD:
             return 0  # killing a dead job does nothing (``SortedEntry.kill``)
-        return self._drain("kill")
+        return self._drain("kill", progress)
 
 
 class ScheduledSet(SortedSet):
