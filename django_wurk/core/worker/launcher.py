@@ -74,6 +74,7 @@ class Launcher:
             self.stats,
             self.outage,
             self.signal,
+            threads=self.live_threads,
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
@@ -167,6 +168,18 @@ class Launcher:
         return sum(
             manager.stop(max(0.0, deadline - time.monotonic()), self.hurry) for manager in self.managers
         )
+
+    def replace_dead_threads(self) -> None:
+        """Every capsule's processor threads that ended unseen are replaced (``Manager.replace_dead``)."""
+        for manager in self.managers:
+            try:
+                manager.replace_dead()
+            except Exception:  # the supervising loop must outlive its own trouble
+                logger.exception("could not replace a dead processor thread")
+
+    def live_threads(self) -> int:
+        """Processor threads running in every capsule: the heartbeat's ``threads``."""
+        return sum(m.live_threads() for m in self.managers)
 
     # JobControl (what watchers may do, see ``worker.service``) ---------------------------
 
@@ -270,6 +283,7 @@ class Launcher:
                     # Python runs OS signal handlers.
                     name = self.signals.get(timeout=1.0)
                 except queue.Empty:
+                    self.replace_dead_threads()
                     continue
                 if name in STOP_SIGNALS:
                     break
