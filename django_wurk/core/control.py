@@ -25,8 +25,8 @@ class JobExit(Exception):
 
     The job failed: the original is this error's ``__cause__`` (only there, so that what
     cleans a failure's chain, encryption's ``conceal``, cleans it too), and the retry and
-    dead sets read ``JobExit`` with the original's class and message, e.g. ``SystemExit: 2``. An ``Exception``, so every middleware, error handler and retry
-    rule sees an ordinary failure.
+    dead sets read ``JobExit`` with the original's class and message, e.g. ``SystemExit: 2``.
+    An ``Exception``, so every middleware, error handler and retry rule sees a failure.
     """
 
     def __init__(self, original: BaseException) -> None:

@@ -199,13 +199,17 @@ class Launcher:
         return True
 
     def replace_process(self, reason: str) -> NoReturn:
-        """Leave the process set and exit now, stuck threads and all (see ``JobControl``).
+        """Leave the process set and exit soon, stuck threads and all (see ``JobControl``).
 
         The process hash goes too, so the next reaper pass (the replacement's start-up
         sweep) sees this process dead at once and recovers its private lists, instead of
         waiting ``PROCESS_DEAD_AFTER`` for the heartbeat to age.
         """
         logger.error("replacing worker process %s: %s", self.identity, reason)
+        # Threads that just recorded an outcome acknowledge it on their way out: let them.
+        deadline = time.monotonic() + self.config.fetch_timeout + 1.0
+        for manager in self.managers:
+            manager.wait_for_idle_threads(deadline)
         try:
             pipe = self.wurk.redis.pipeline(transaction=True)
             pipe.srem(keys.PROCESSES, self.identity)

@@ -122,6 +122,27 @@ class Manager:
             self._spawn(p.index)
         return len(dead)
 
+    def wait_for_idle_threads(self, deadline: float) -> None:
+        """Quiet, then wait until ``deadline`` for every thread not running a job to end.
+
+        Before a process exits on purpose (``Launcher.replace_process``): a thread that just
+        recorded its job's outcome acknowledges it as it ends, and the acknowledgement must
+        reach Redis first, or the job's recovery runs it again. Threads running a job are
+        not waited for: their jobs are recovered, as documented.
+        """
+        self.quiet()
+        while time.monotonic() < deadline:
+            busy = {w.thread for w in self.work.snapshot().values()}
+            with self._lock:
+                waiting = [
+                    p
+                    for p in self.processors
+                    if not p.retired and p.thread.is_alive() and p.thread not in busy
+                ]
+            if not waiting:
+                return
+            waiting[0].thread.join(min(0.05, max(0.0, deadline - time.monotonic())))
+
     def live_threads(self) -> int:
         """Processor threads running now, a thread given up on (``abandon``) not counted."""
         with self._lock:
