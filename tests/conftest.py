@@ -63,11 +63,28 @@ def start_valkey(port: int | None = None, **options: Any) -> Any:
     raise RuntimeError("could not start a Valkey server on a free port in 5 attempts")
 
 
+def per_worker(url: str) -> str:
+    """``url`` for this pytest-xdist worker: its database index less the worker's number.
+
+    Every test FLUSHes its database, so workers running side by side against one server
+    (``WURK_TEST_REDIS_URL``) must not share one: ``gw0`` keeps the index given, ``gw1``
+    takes the one below, and so on (CI gives db 15, so its workers use 15, 14, 13...).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    base, _, db = url.rpartition("/")
+    index = (int(db) if db.isdigit() else 0) - int(worker[2:])
+    if index < 0:
+        raise RuntimeError(f"WURK_TEST_REDIS_URL {url!r} leaves no database index for pytest-xdist worker {worker}")
+    return f"{base}/{index}"
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     url = os.environ.get("WURK_TEST_REDIS_URL")
     if url:
-        yield url
+        yield per_worker(url)
         return
     server = start_valkey()
     try:
