@@ -17,6 +17,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests import vectors
+from tests.conftest import tail
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@ import pytest
 
 from django_wurk import Batch, Wurk
 from django_wurk.core.worker import Launcher
+from tests.conftest import tail
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     BASE,
     XSS,
@@ -22,6 +23,8 @@ from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
 )
 from tests.jobsapp import batch_jobs
 from tests.jobsapp.batch_jobs import Recorder
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

@@ -24,9 +24,11 @@ from django_wurk import Config, Wurk
 from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
 from django_wurk.core.worker import Launcher
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.dashboard.conftest import add_process, failed, make_user, payload, push, write_metrics, zadd
 from tests.jobsapp import jobs
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page

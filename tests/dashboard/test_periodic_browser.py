@@ -16,7 +16,7 @@ from django_wurk.api import LoopSet, current_leader
 from django_wurk.core.features.periodic import LoopSpec, install, keys
 from django_wurk.core.features.periodic.cron import Cron
 from django_wurk.core.worker import Launcher
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     BASE,
     XSS,
@@ -27,6 +27,8 @@ from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     start_worker,
 )
 from tests.jobsapp import jobs
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
