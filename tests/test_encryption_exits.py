@@ -1,4 +1,4 @@
-"""Encryption × a job's exit: ``sys.exit(message with the secret)`` in an encrypted job.
+"""Encryption and a job's exit: ``sys.exit(message with the secret)`` in an encrypted job.
 
 The exit reaches the encryption middleware as a ``JobExit``, an ordinary failure
 (``core/control.py``), so it is concealed like any error: before, a ``SystemExit`` passed

@@ -60,7 +60,7 @@ def test_a_thread_that_ends_unseen_is_replaced_and_ready_fails_until_it_is(
     launcher.heartbeat.beat()
     assert heartbeat_verdict(r, [launcher.identity], 60) == (True, "1 process(es) ready")
 
-    for n in range(4):  # both threads take jobs again
+    for _ in range(4):  # both threads take jobs again
         jobs.overlapping.perform_async("both", 0.3)
     wait_for(lambda: r.llen("seen:overlap-both") == 4)
     assert max(json.loads(x) for x in r.lrange("seen:overlap-both", 0, -1)) == 2

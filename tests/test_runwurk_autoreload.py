@@ -15,9 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from django_wurk import Wurk
+from tests import test_runwurk
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
-from tests.test_runwurk import start, stop_later  # noqa: F401  (a fixture)
+from tests.test_runwurk import start
+
+stop_later = test_runwurk.stop_later  # the fixture, shared
 
 
 def workers_of(r: Any) -> set[str]:
