@@ -79,7 +79,9 @@ def per_worker(url: str) -> str:
     base, _, db = url.rpartition("/")
     index = (int(db) if db.isdigit() else 0) - int(worker[2:])
     if index < 0:
-        raise RuntimeError(f"WURK_TEST_REDIS_URL {url!r} leaves no database index for pytest-xdist worker {worker}")
+        raise RuntimeError(
+            f"WURK_TEST_REDIS_URL {url!r} leaves no database index for pytest-xdist worker {worker}"
+        )
     return f"{base}/{index}"
 
 

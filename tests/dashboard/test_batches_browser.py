@@ -24,12 +24,10 @@ from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
 from tests.jobsapp import batch_jobs
 from tests.jobsapp.batch_jobs import Recorder
 
-pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
-
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def test_the_progress_page_follows_a_batch_to_its_success(

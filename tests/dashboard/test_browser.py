@@ -28,8 +28,6 @@ from tests.conftest import tail, wait_for
 from tests.dashboard.conftest import add_process, failed, make_user, payload, push, write_metrics, zadd
 from tests.jobsapp import jobs
 
-pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
-
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
@@ -48,7 +46,7 @@ BASE = "/admin/django_wurk/dashboard/"
 XSS = "<script>window.__xss=1</script>"
 XSS_IMG = '<img src=x onerror="window.__xss=2">'
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def browser_problem() -> str | None:

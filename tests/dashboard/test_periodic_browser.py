@@ -28,12 +28,10 @@ from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
 )
 from tests.jobsapp import jobs
 
-pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
-
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def test_pause_and_enqueue_a_loop_from_the_periodic_tab(
