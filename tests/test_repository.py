@@ -117,6 +117,7 @@ def run_ci(tmp_path: Path, make: str, **env: str) -> tuple[subprocess.CompletedP
                 k: v
                 for k, v in os.environ.items()
                 if k not in ("WURK_TEST_REDIS_URL", "DATABASE_URL", "WURK_TEST_SCOPE")
+                and not k.startswith("CI_")
             },
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
             **env,
