@@ -18,13 +18,14 @@ STAMP := $(VENV)/.django-wurk-installed
 DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 .DEFAULT_GOAL := help
-.PHONY: help venv test lint run bench bench-shards bench-growth bench-dashboard clean distclean
+.PHONY: help venv test lint docs run bench bench-shards bench-growth bench-dashboard clean distclean
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
 	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest; PYTEST_WORKERS=4)"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter, and the typed"
 	@echo "                enqueue checked by mypy and pyright"
+	@echo "make docs       build the documentation site into build/site (links and anchors checked)"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
 	@echo "make bench      benchmark against Sidekiq and the Python peers (< 15 min; BENCH_ARGS=--quick: ~3 min)"
@@ -60,6 +61,10 @@ lint: venv
 	$(BIN)/lint-imports
 	$(BIN)/pyright --pythonpath $(BIN)/python django_wurk/core/job.py django_wurk/core/arguments.py
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/test_typed_enqueue.py
+
+# --strict: a broken link or anchor between pages, or a page left out of the nav, fails.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 run: $(DEMO_STAMP)
 	$(BIN)/python example_project/run.py
