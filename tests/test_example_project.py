@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from django_wurk import Wurk
+from django_wurk.api import JobStatus, LimiterSet, LoopSet
 from tests.conftest import free_port, tail, wait_for
 
 pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
@@ -84,10 +85,10 @@ def test_example_checks_seeds_and_runs_its_demo_jobs(
     run(redis_url, tmp_path, "migrate", "--noinput", "-v", "0")
 
     out = run(redis_url, tmp_path, "demo_seed")
-    assert out.count("seeded") == 6
+    assert out.count("seeded") == 12
     queued = [json.loads(x)["class"] for x in r.lrange("queue:default", 0, -1)]
-    assert sorted(queued) == ["demo.jobs.Slow", "demo.jobs.flaky", "demo.jobs.quick",
-                              "orders.jobs.call_shipping_api", "orders.jobs.send_confirmation_email"]  # fmt: skip
+    assert sorted(queued) == ["demo.jobs.Slow", "demo.jobs.export", "demo.jobs.flaky"] + ["demo.jobs.geocode"] * 4 + [
+        "demo.jobs.quick", "orders.jobs.call_shipping_api", "orders.jobs.send_confirmation_email"]  # fmt: skip
     [report] = [json.loads(x) for x in r.zrange("schedule", 0, -1)]
     assert report["class"] == "orders.jobs.nightly_report" and report["queue"] == "reports"
     [seeded] = orders(tmp_path)
@@ -99,6 +100,13 @@ def test_example_checks_seeds_and_runs_its_demo_jobs(
         [failed] = [json.loads(m) for m in r.zrange("retry", 0, -1)]
         assert failed["class"] == "demo.jobs.flaky" and "demo failure" in failed["error_message"]
         wait_for(lambda: orders(tmp_path)[0]["confirmation_sent_at"] is not None, timeout=10)
+        # Every dashboard tab has something: the seeded schedule registered by the leader
+        # (Periodic), the geocoder's limiter (Limits), the tracked export's status (Status).
+        wait_for(lambda: [loop.klass for loop in LoopSet(wurk)] == ["demo.jobs.quick"], timeout=30)
+        assert [info.name for info in LimiterSet(wurk)] == ["demo-geocoder"]
+        export_jid = re.search(r"seeded export \(tracked[^)]*\): jid (\w+)", out).group(1)  # type: ignore[union-attr]
+        wait_for(lambda: getattr(JobStatus.get(export_jid, wurk), "state", None) == "succeeded", timeout=30)
+        assert JobStatus.get(export_jid, wurk).result == {"file": "/exports/demo-8.csv"}  # type: ignore[union-attr]
     finally:
         out, err = stop(worker)
     assert "demo.jobs.quick" in err  # the job log names each job
