@@ -37,7 +37,8 @@ def test_an_order_import_emails_its_summary_when_every_row_has_run(
     assert client["form"]
     [message] = client["messages"]
     bid = re.findall(r"Import started as batch (\S+) \(4 rows\)", message)[0]
-    assert f"/admin/django_wurk/dashboard/batches/{bid}/" in message
+    # A link to the batch's page (the rest of the message is text: escaped, as the email is).
+    assert f'<a href="/admin/django_wurk/dashboard/batches/{bid}/">Follow it on the dashboard</a>' in message
     assert BatchStatus(bid).total == 4 and not BatchStatus(bid).complete
     worker = manage(redis_url, tmp_path, "runwurk", "-c", "3", "-q", "default")
     try:

@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
 from django.views.decorators.http import require_GET, require_POST
 
 from orders.forms import ImportForm, OrderForm
@@ -90,12 +91,16 @@ def import_view(request: HttpRequest) -> HttpResponse:
         progress = reverse("admin:django_wurk_dashboard_batch", kwargs={"bid": bid})
     except NoReverseMatch:
         progress = ""
-    messages.success(
-        request,
-        f"Import started as batch {bid} ({started.rows} rows). When every row has run, "
-        f"a summary is emailed to {form.cleaned_data['notify']} (see the worker's log)."
-        + (f" Follow it at {progress}" if progress else ""),
+    text = format_html(
+        "Import started as batch {} ({} rows). When every row has run, a summary is emailed to {} "
+        "(see the worker's log).",
+        bid,
+        started.rows,
+        form.cleaned_data["notify"],
     )
+    if progress:
+        text = format_html('{} <a href="{}">Follow it on the dashboard</a>.', text, progress)
+    messages.success(request, text)
     return redirect("orders:index")
 
 

@@ -57,6 +57,7 @@ def test_the_progress_page_follows_a_batch_to_its_success(
     root = page.locator("#wurk-batch")
     expect(root.locator('[data-stat="total"]')).to_have_text("40")
     expect(root.locator('[data-stat="pending"]')).to_have_text("40")
+    expect(root.locator('[data-stat="unfinished"]')).to_have_text("40")
     expect(root.locator('[data-count="done_percent"]')).to_have_text("0")
     expect(root.locator("[data-state]")).to_have_text("pending")
     shots(page, "batch-pending")
@@ -66,7 +67,13 @@ def test_the_progress_page_follows_a_batch_to_its_success(
     expect(root.locator("[data-state]")).to_have_text("succeeded", timeout=30_000)
     expect(root.locator('[data-count="done_percent"]')).to_have_text("100")
     expect(root.locator('[data-stat="pending"]')).to_have_text("0")
+    expect(root.locator('[data-stat="unfinished"]')).to_have_text("0")
     expect(root.locator('[data-count="wurk-bar-succeeded"]')).to_have_text("40")
+    # Times that arrive while watching read as the server writes them, never a raw ISO string.
+    complete = root.locator('[data-time="complete_at"]')
+    expect(complete.locator("time")).to_have_text("just now")
+    expect(complete).to_contain_text(re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"))
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d", complete.inner_text())
     bar = root.locator(".wurk-progress")
     succeeded = bar.locator('[data-part="wurk-bar-succeeded"]')
     assert succeeded.evaluate("e => parseFloat(e.style.width)") == 100
@@ -103,6 +110,9 @@ def test_a_death_shows_on_the_bar_and_links_to_the_dead_job(
     expect(root.locator("[data-state]")).to_have_text(re.compile("complete\\s+death"), timeout=30_000)
     expect(root.locator('[data-count="wurk-bar-dead"]')).to_have_text("1")
     expect(root.locator('[data-count="done_percent"]')).to_have_text("100")
+    # 100 % finished, and nothing unfinished beside it (Sidekiq's pending, 1, is the dead job).
+    expect(root.locator('[data-stat="unfinished"]')).to_have_text("0")
+    expect(root.locator('[data-stat="pending"]')).to_have_text("1")
     page.reload()
     shots(page, "batch-death")
     page.locator("#wurk-batch-dead").get_by_role("link", name=str(jid)).click()

@@ -102,6 +102,9 @@ def test_a_batchs_page_shows_progress_counts_callbacks_failures_and_children(
         and 'data-stat="pending">3<' in page
         and 'data-stat="failures">2<' in page
     )
+    # Unfinished: what the bar has not finished (1 failing, 1 waiting), beside Sidekiq's
+    # pending (3: the dead job counts), so "75% finished" never sits beside a count of 3.
+    assert 'data-stat="unfinished">2<' in page and "dead ones included" in page
     assert "tests.jobsapp.batch_jobs.Recorder" in page and "&quot;to&quot;: &quot;ops&quot;" in page
     assert page.count("not yet</span>") == 2  # neither callback fired
     assert url("batch_job", bid=parent.bid, jid=b) in page and url("batch_job", bid=parent.bid, jid=c) in page
@@ -110,6 +113,7 @@ def test_a_batchs_page_shows_progress_counts_callbacks_failures_and_children(
     assert url("batch", bid=parent.bid) in child_page  # a link up to the parent
     data = viewer.get(url("batch_status", bid=parent.bid)).json()
     assert data["total"] == 4 and data["pending"] == 3 and data["progress"]["dead"] == 1
+    assert data["progress"]["unfinished"] == 2
     assert (
         data["progress"]["succeeded"] == 1
         and data["progress"]["failing"] == 1

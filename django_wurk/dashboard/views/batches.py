@@ -53,6 +53,12 @@ class Progress:
     def total(self) -> int:
         return self.succeeded + self.failing + self.dead + self.waiting
 
+    @property
+    def unfinished(self) -> int:
+        """Jobs still to finish: waiting, running or failing. Not Sidekiq's ``pending``, which
+        also counts dead jobs, and so read "1 pending" beside "100% finished"."""
+        return self.failing + self.waiting
+
     def percent(self, part: int) -> str:
         """A CSS width, formatted here so no locale can turn the dot into a comma."""
         return f"{100.0 * part / self.total:.2f}" if self.total else "0"
@@ -183,6 +189,7 @@ def status_json(request: HttpRequest, site: AdminSite, bid: str) -> HttpResponse
         "failing": progress.failing,
         "dead": progress.dead,
         "waiting": progress.waiting,
+        "unfinished": progress.unfinished,
         "done_percent": progress.done_percent,
     }
     return JsonResponse(data)

@@ -22,6 +22,21 @@
             });
         }
 
+        /* As the server writes a time (the stamp and utc filters): "just now" with the exact
+         * UTC time as a tooltip, then the exact time, muted. It happened while we watched. */
+        function moment(seconds) {
+            const when = new Date(seconds * 1000);
+            const exact = when.toISOString().slice(0, 19).replace("T", " ") + " UTC";
+            const time = document.createElement("time");
+            time.setAttribute("datetime", when.toISOString().slice(0, 19) + "Z");
+            time.setAttribute("title", exact);
+            time.textContent = "just now";
+            const muted = document.createElement("span");
+            muted.className = "wurk-muted";
+            muted.textContent = exact;
+            return [time, " ", muted];
+        }
+
         function badge(text, extra) {
             const span = document.createElement("span");
             span.className = "wurk-badge" + (extra ? " " + extra : "");
@@ -51,9 +66,11 @@
             ["total", "pending", "failures", "dead", "child_count"].forEach(function (key) {
                 setText('[data-stat="' + key + '"]', number.format(data[key]));
             });
+            setText('[data-stat="unfinished"]', number.format(p.unfinished));
             ["complete_at", "success_at"].forEach(function (key) {
-                if (data[key]) {
-                    setText('[data-time="' + key + '"]', new Date(data[key] * 1000).toISOString());
+                const cell = root.querySelector('[data-time="' + key + '"]');
+                if (data[key] && cell && !cell.querySelector("time")) {
+                    cell.replaceChildren(...moment(data[key]));
                 }
             });
             const state = root.querySelector("[data-state]");
