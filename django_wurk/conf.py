@@ -190,6 +190,24 @@ def fallback_redis_url(environ: Mapping[str, str] | None = None) -> dict[str, st
     return {"REDIS_URL": value} if value is not None else {}
 
 
+def redis_url_source(environ: Mapping[str, str] | None = None) -> str:
+    """Where the Redis URL in use came from, in the words a person would look for it (the
+    dashboard's outage page names it): the same precedence as ``merged_values``."""
+    env = dict(os.environ if environ is None else environ)
+    for name in (ENV_PREFIX + "REDIS_URL", ENV_PREFIX + "REDIS_URL_FILE"):
+        if name in env:
+            return f"{name} in the environment"
+    try:
+        if "REDIS_URL" in settings_values():
+            return 'WURK["REDIS_URL"] in the settings'
+    except ConfigError:
+        pass
+    for name in ("REDIS_URL", "REDIS_URL_FILE"):
+        if name in env:
+            return f"{name} in the environment"
+    return "the default"
+
+
 def _read(env: FileAwareMapping, key: str) -> str | None:
     try:
         value = env[key]

@@ -26,7 +26,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError as RedisResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from django_wurk.conf import app_settings
+from django_wurk.conf import app_settings, redis_url_source
 from django_wurk.core.config import ConfigError, UnknownShard, redact_url
 from django_wurk.core.engine import wurk
 from django_wurk.dashboard import nav
@@ -165,16 +165,17 @@ def unavailable(
     cannot be built): a page that says so, never a traceback."""
     if isinstance(exc, ConfigError):
         headline = "The Wurk configuration is invalid."
-        where = ""
+        where = source = ""
     elif isinstance(exc, REFUSED):
         headline = "Redis refused a command."
-        where = ""
+        where = source = ""
     else:
         headline = "Redis is unavailable."
         try:
             where = redact_url(wurk.config.redis_url)
+            source = redis_url_source()
         except ConfigError:
-            where = ""
+            where = source = ""
     problem = str(exc)
     logger.warning("dashboard: %s %s: %s %s", request.method, request.path, headline, problem)
     if as_json:
@@ -184,7 +185,7 @@ def unavailable(
         site,
         "django_wurk/dashboard/unavailable.html",
         "Wurk is unavailable",
-        {"headline": headline, "problem": problem, "redis_url": where},
+        {"headline": headline, "problem": problem, "redis_url": where, "redis_url_source": source},
         tab=tab,
         status=503,
         counts=False,

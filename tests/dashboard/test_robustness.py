@@ -95,6 +95,30 @@ def test_pages_show_a_503_banner_when_redis_is_down(
         assert "Redis is unavailable." in response.content.decode()
 
 
+@pytest.mark.parametrize(
+    ("environ", "settings_url", "credited"),
+    [
+        ({"WURK_REDIS_URL": "redis://127.0.0.1:1/0"}, True, "WURK_REDIS_URL in the environment"),
+        ({"WURK_REDIS_URL_FILE": "/run/secrets/redis"}, False, "WURK_REDIS_URL_FILE in the environment"),
+        ({}, True, 'WURK["REDIS_URL"] in the settings'),
+        ({"REDIS_URL": "redis://127.0.0.1:1/0"}, False, "REDIS_URL in the environment"),
+        ({}, False, "the default"),
+    ],
+)
+def test_the_503_page_credits_where_the_redis_url_came_from(
+    manager: Client, redis_down: None, settings: Any, monkeypatch: pytest.MonkeyPatch,
+    environ: dict[str, str], settings_url: bool, credited: str,
+) -> None:  # fmt: skip
+    for name in ("WURK_REDIS_URL", "WURK_REDIS_URL_FILE", "REDIS_URL", "REDIS_URL_FILE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    wurk_settings = {k: v for k, v in settings.WURK.items() if k != "REDIS_URL"}
+    settings.WURK = {**wurk_settings, "REDIS_URL": "redis://127.0.0.1:1/0"} if settings_url else wurk_settings
+    text = manager.get(url("changelist")).content.decode()
+    assert f"(from {credited})" in text.replace("&quot;", '"'), text[text.find("reads") - 100 :][:400]
+
+
 def test_the_503_page_never_shows_the_redis_password(
     manager: Client, wurk: Wurk, test_config: Config
 ) -> None:
