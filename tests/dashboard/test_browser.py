@@ -379,12 +379,19 @@ def test_screenshots_of_every_page(
 
     # A phone-sized window: tables scroll inside their box instead of widening the page.
     page.set_viewport_size({"width": 414, "height": 860})
-    for name, path in (("dashboard", BASE), ("busy", BASE + "busy/"), ("retries", BASE + "retries/")):
+    for name, path in (("dashboard", BASE), ("busy", BASE + "busy/"), ("retries", BASE + "retries/"),
+                       ("queues", BASE + "queues/")):
         page.goto(path)
         overflow = page.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"
         )
         assert overflow <= 1, f"{path} is {overflow}px wider than the window"
+        if name == "queues":
+            # ...and their tables show every column, not a scroll box cutting the last ones off.
+            clipped = page.evaluate(
+                "Math.max(0, ...[...document.querySelectorAll('.wurk-scroll')].map(e => e.scrollWidth - e.clientWidth))"
+            )
+            assert clipped <= 1, f"{path}: a table is cut off by {clipped}px"
         shots(page, f"{name}-narrow")
     page.set_viewport_size({"width": 1280, "height": 860})
 
