@@ -21,7 +21,9 @@ WIDTH = 960
 @dataclass(frozen=True)
 class Series:
     name: str
-    values: Sequence[float]
+    #: One value per x position; ``None`` where there is none (the first snapshot has no
+    #: delta), so charts stacked on one page keep their x positions aligned.
+    values: Sequence[float | None]
     #: CSS class picking the colour: ``processed``, ``failed``, or ``c0`` ... ``c5``.
     css: str = "c0"
 
@@ -50,11 +52,20 @@ def nice_ceiling(value: float) -> float:
     return float(40 * exp)  # pragma: no cover - the loop always returns
 
 
-def _label_indexes(n: int, wanted: int = 6) -> list[int]:
+def _label_indexes(labels: Sequence[str], wanted: int = 6) -> list[int]:
+    """Up to ``wanted`` evenly spread x positions to label, never two with the same text
+    (snapshots every 30 s labelled by the minute read "12:01 12:01 12:02")."""
+    n = len(labels)
     if n <= wanted:
-        return list(range(n))
-    step = (n - 1) / (wanted - 1)
-    return sorted({round(i * step) for i in range(wanted)})
+        picked = list(range(n))
+    else:
+        step = (n - 1) / (wanted - 1)
+        picked = sorted({round(i * step) for i in range(wanted)})
+    shown: list[int] = []
+    for i in picked:
+        if not shown or labels[i] != labels[shown[-1]]:
+            shown.append(i)
+    return shown
 
 
 def _anchor(i: int, n: int) -> str:
@@ -101,7 +112,7 @@ def line_chart(
     n = len(labels)
     left, right, top, bottom = 56, 14, 12, 28
     plot_w, plot_h = WIDTH - left - right, height - top - bottom
-    peak = nice_ceiling(max([max(s.values, default=0) for s in series] + [0]))
+    peak = nice_ceiling(max([v for s in series for v in s.values if v is not None] + [0]))
 
     def x(i: int) -> float:
         return left + (plot_w / 2 if n <= 1 else plot_w * i / (n - 1))
@@ -113,22 +124,26 @@ def line_chart(
     xlabels = format_html_join(
         "",
         '<text class="wurk-axis" x="{}" y="{}" text-anchor="{}">{}</text>',
-        ((_fmt(x(i)), height - 8, _anchor(i, n), labels[i]) for i in _label_indexes(n)),
+        ((_fmt(x(i)), height - 8, _anchor(i, n), labels[i]) for i in _label_indexes(labels)),
     )
     lines = []
     for s in series:
-        points = " ".join(f"{_fmt(x(i))},{_fmt(y(v))}" for i, v in enumerate(s.values))
-        if n == 1:
+        known = [(i, v) for i, v in enumerate(s.values) if v is not None]
+        if not known:
+            continue
+        points = " ".join(f"{_fmt(x(i))},{_fmt(y(v))}" for i, v in known)
+        if len(known) == 1:
             lines.append(
                 format_html(
                     '<circle class="wurk-dot wurk-{}" cx="{}" cy="{}" r="3"></circle>',
                     s.css,
-                    _fmt(x(0)),
-                    _fmt(y(s.values[0])),
+                    _fmt(x(known[0][0])),
+                    _fmt(y(known[0][1])),
                 )
             )
         else:
-            area = f"{_fmt(x(0))},{_fmt(y(0))} {points} {_fmt(x(n - 1))},{_fmt(y(0))}"
+            first, last = known[0][0], known[-1][0]
+            area = f"{_fmt(x(first))},{_fmt(y(0))} {points} {_fmt(x(last))},{_fmt(y(0))}"
             lines.append(
                 format_html(
                     '<polygon class="wurk-area wurk-{}" points="{}"></polygon>'
@@ -168,7 +183,9 @@ def line_chart(
     )
 
 
-def _value(v: float) -> str:
+def _value(v: float | None) -> str:
+    if v is None:
+        return "—"
     return str(int(v)) if float(v).is_integer() else f"{v:.2f}"
 
 

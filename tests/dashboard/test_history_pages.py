@@ -93,3 +93,38 @@ def test_hostile_snapshots_are_escaped_and_never_a_500(viewer: Client, wurk: Wur
 def test_a_history_key_of_another_type_shows_no_history(viewer: Client, wurk: Wurk, r: Any) -> None:
     r.rpush(keys.STREAM, "x")
     assert "No snapshot in the last 1 hour" in page(viewer)
+
+
+def test_the_charts_line_up_and_never_repeat_an_axis_label(viewer: Client, wurk: Wurk, r: Any) -> None:
+    now = server_ms(r)
+    for n in range(8):  # a snapshot every 30 s: 3.5 minutes
+        r.xadd(
+            keys.STREAM,
+            {"v": "1", "processed": str(100 + 40 * n), "failed": str(n), "enqueued": str(n), "scheduled": "0",
+             "retries": "0", "dead": "0", "busy": "1", "processes": "1", "queues": '[["default", 3, 1.5]]',
+             "leader": "host:1:a"},
+            id=f"{now - (8 - n) * 30_000}-0",
+        )  # fmt: skip
+    charts = re.findall(r'<svg class="wurk-chart".*?</svg>', page(viewer), re.S)
+    assert len(charts) == 3
+    for svg in charts:
+        labels = re.findall(
+            r'<text class="wurk-axis" x="[\d.]+" y="\d+" text-anchor="\w+">([^<]+)</text>', svg
+        )
+        x_labels = [t for t in labels if ":" in t]
+        assert len(x_labels) == len(set(x_labels)) >= 4, x_labels
+        assert all(re.fullmatch(r"\d\d:\d\d:\d\d", t) for t in x_labels), x_labels  # minutes alone repeat
+    # One x position per snapshot in every chart, at the same places: a moment lines up.
+    columns = [re.findall(r'<rect class="wurk-hit" x="([\d.]+)"', svg) for svg in charts]
+    assert columns[0] == columns[1] == columns[2] and len(columns[0]) == 8
+    # Executions have no point at the first snapshot (no delta yet): its line starts at the second.
+    first_points = [
+        re.search(r'<polyline class="wurk-line wurk-\w+" points="([\d.]+),', svg).group(1) for svg in charts
+    ]  # type: ignore[union-attr]
+    sizes_positions = re.findall(r'<polyline class="wurk-line wurk-c0" points="([^"]+)"', charts[1])[
+        0
+    ].split()
+    assert (
+        first_points[0] == sizes_positions[1].split(",")[0]
+        and first_points[1] == sizes_positions[0].split(",")[0]
+    )

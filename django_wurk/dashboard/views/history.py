@@ -55,8 +55,14 @@ def _between(now: int | None, before: int | None) -> int:
     return now - before if now is not None and before is not None and now >= before else 0
 
 
-def _label(row: Snapshot, period_seconds: int) -> str:
-    return f"{row.at:%H:%M}" if period_seconds <= 86_400 else f"{row.at:%m-%d %H:%M}"
+def _labels(rows: list[Snapshot]) -> list[str]:
+    """The x labels: with the date when the rows span more than a day, with seconds when
+    the six labelled ones would be under a minute apart (a few minutes of snapshots)."""
+    if not rows:
+        return []
+    span = (rows[-1].at - rows[0].at).total_seconds()
+    fmt = "%m-%d %H:%M" if span > 86_400 else "%H:%M:%S" if span < 5 * 60 else "%H:%M"
+    return [f"{r.at:{fmt}}" for r in rows]
 
 
 def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
@@ -65,7 +71,7 @@ def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
     drawn = reader.sample(seconds, CHART_POINTS)
     # One more than shown: the oldest shown row gets its delta from the one before it.
     table = reader.recent(seconds, limit=TABLE_ROWS + 1)[-TABLE_ROWS:]
-    labels = [_label(r, seconds) for r in drawn]
+    labels = _labels(drawn)
     context: dict[str, object] = {
         "periods": PERIODS,
         "period_code": code,
@@ -81,14 +87,13 @@ def history(request: HttpRequest, site: AdminSite) -> HttpResponse:
         pass
     if len(drawn) >= 2:
         pairs = list(itertools.pairwise(drawn))
+        # Over the same x positions as the charts below it (the first snapshot has no delta:
+        # no point there), so a moment lines up across the three charts.
+        processed: list[float | None] = [None, *(_between(b.processed, a.processed) for a, b in pairs)]
+        failed: list[float | None] = [None, *(_between(b.failed, a.failed) for a, b in pairs)]
         context["executions"] = charts.line_chart(
-            labels[1:],
-            [
-                charts.Series(
-                    "Processed", [_between(b.processed, a.processed) for a, b in pairs], "processed"
-                ),
-                charts.Series("Failed", [_between(b.failed, a.failed) for a, b in pairs], "failed"),
-            ],
+            labels,
+            [charts.Series("Processed", processed, "processed"), charts.Series("Failed", failed, "failed")],
             title="Executions between snapshots",
         )
     if drawn:
