@@ -379,8 +379,12 @@ def test_screenshots_of_every_page(
 
     # A phone-sized window: tables scroll inside their box instead of widening the page.
     page.set_viewport_size({"width": 414, "height": 860})
-    for name, path in (("dashboard", BASE), ("busy", BASE + "busy/"), ("retries", BASE + "retries/"),
-                       ("queues", BASE + "queues/")):
+    for name, path in (
+        ("dashboard", BASE),
+        ("busy", BASE + "busy/"),
+        ("retries", BASE + "retries/"),
+        ("queues", BASE + "queues/"),
+    ):
         page.goto(path)
         overflow = page.evaluate(
             "document.documentElement.scrollWidth - document.documentElement.clientWidth"

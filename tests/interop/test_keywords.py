@@ -12,27 +12,11 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from django_wurk import Job, Wurk, job, wurk
+from django_wurk import Wurk, job, wurk
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
-
-
-class RubyKeywords(Job, abstract=True):
-    """Ruby's ``Interop::Keywords``: records its args and the kwargs its middleware read."""
-
-    wire_name = "Interop::Keywords"
-    queue = "ruby"
-
-
-class RubyEcho(Job, abstract=True):
-    wire_name = "Interop::Echo"
-    queue = "ruby"
-
-
-class RubyFail(Job, abstract=True):
-    wire_name = "Interop::Fail"
-    queue = "ruby"
+from tests.jobsapp.interop_jobs import RubyEcho, RubyFail, RubyKeywords
 
 
 @job(wire_name="KeywordCheck::Greet")

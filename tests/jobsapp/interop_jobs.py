@@ -36,6 +36,20 @@ class RubyStamp(Job, abstract=True):
     queue = "ruby"
 
 
+class RubyKeywords(Job, abstract=True):
+    """Ruby's ``Interop::Keywords``: records its args and the kwargs its middleware read."""
+
+    wire_name = "Interop::Keywords"
+    queue = "ruby"
+
+
+class RubyFail(Job, abstract=True):
+    """Ruby's ``Interop::Fail``: always raises (``retry: 3``), so its retry entry can be read."""
+
+    wire_name = "Interop::Fail"
+    queue = "ruby"
+
+
 class Record(Job):
     wire_name = "WireCheck::Record"
 
