@@ -34,7 +34,25 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
+
+_NEEDS_TASKS = (
+    "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
+    ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
+    ' and add "django_tasks" to INSTALLED_APPS.'
+)
+
+
+class _Missing:
+    """Stands for django.tasks' ``Task`` and ``BaseTaskBackend`` where neither exists."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise ImproperlyConfigured(_NEEDS_TASKS)
+
+    def __post_init__(self) -> None:
+        raise ImproperlyConfigured(_NEEDS_TASKS)
+
 
 if TYPE_CHECKING:  # checked against Django 6's API, which the backport mirrors
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
@@ -55,20 +73,23 @@ else:
         except ModuleNotFoundError as exc:
             if exc.name != "django_tasks":
                 raise  # the backport is there but something it needs is not: say that
-            # Every manage.py command imports this module when WurkBackend is configured:
-            # tell the user what to install rather than which import failed.
-            from django.core.exceptions import ImproperlyConfigured
+            from django_wurk.apps import tasks_backend_configured
 
-            raise ImproperlyConfigured(
-                "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
-                ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
-                ' and add "django_tasks" to INSTALLED_APPS.'
-            ) from None
-        from django_tasks import TaskContext, TaskResult, TaskResultStatus
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import Task, TaskError
-        from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
+            if tasks_backend_configured():
+                # Every manage.py command imports this module when WurkBackend is configured:
+                # tell the user what to install rather than which import failed.
+                raise ImproperlyConfigured(_NEEDS_TASKS) from None
+            # Imported with no TASKS naming the backend: by something that imports every
+            # installed app's tasks module (Celery's app.autodiscover_tasks(), Django's
+            # autodiscover_modules("tasks")). Nothing here can run, and nothing is asked to:
+            # stay importable, and say what is missing if a task or backend is ever made.
+            Task = BaseTaskBackend = _Missing
+        else:
+            from django_tasks import TaskContext, TaskResult, TaskResultStatus
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import Task, TaskError
+            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from django_wurk.conf import app_settings
 from django_wurk.core import coroutines, keys, wire

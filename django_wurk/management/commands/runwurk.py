@@ -55,6 +55,12 @@ class Command(BaseCommand):
             help="serve /metrics, /live and /ready on this port (WURK['HEALTH_PORT']; 0 = off)",
         )
         parser.add_argument(
+            "--health-bind",
+            metavar="ADDRESS",
+            help="the address the health port listens on (WURK['HEALTH_BIND']; default 0.0.0.0, every"
+            " IPv4 interface; 127.0.0.1 for this host only, :: for IPv6)",
+        )
+        parser.add_argument(
             "--autoreload", action="store_true", help="restart when code changes (development)"
         )
 
@@ -112,6 +118,11 @@ class Command(BaseCommand):
             where += f" (shard {config.shard!r})"
         logging.getLogger("django_wurk").info("using Redis at %s", where)
         swarm = not options["autoreload"] and (config.processes > 1 or bool(config.max_memory_mb))
+        if options["health_bind"] is not None:
+            try:
+                app = app.replace(health_bind=options["health_bind"])
+            except ConfigError as exc:
+                raise CommandError(f"--health-bind: {exc}") from None
         self._observe(app, options["health_port"], swarm)
 
         if options["autoreload"]:
