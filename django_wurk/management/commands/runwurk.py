@@ -10,6 +10,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_wurk.core.config import DEFAULT_SHARD, ConfigError, parse_capsules, parse_queue, redact_url
+from django_wurk.core.worker.service import CANNOT_START
 
 
 class Command(BaseCommand):
@@ -194,7 +195,11 @@ class Command(BaseCommand):
                 server.server.socket.close()
 
         def run_child(index: int) -> int:
-            self._run(owns_process=False)  # the swarm ends a child with os._exit
+            try:
+                self._run(owns_process=False)  # the swarm ends a child with os._exit
+            except CommandError as exc:  # e.g. a Redis that refuses the worker: said once, here
+                logging.getLogger("django_wurk.swarm").error("%s", exc)
+                return CANNOT_START  # the supervisor stops rather than start another
             return 0
 
         swarm = Swarm(
@@ -216,10 +221,12 @@ class Command(BaseCommand):
             except OSError as exc:  # the health port is taken
                 raise CommandError(str(exc)) from None
         try:
-            swarm.run()
+            status = swarm.run()
         finally:
             if server is not None:
                 server.stop()
+        if status:
+            raise CommandError("a worker process could not start (its error is above)", returncode=status)
 
     def _run(self, owns_process: bool = True) -> None:
         import atexit
@@ -257,6 +264,8 @@ class Command(BaseCommand):
                 atexit.register(launcher.stop)
                 launcher.run(handle_os_signals=False)
                 return
+        except ConfigError as exc:  # a Redis that refuses this worker for good, found at start
+            raise CommandError(str(exc)) from None
         finally:
             if relay is not None:
                 relay.stop()
