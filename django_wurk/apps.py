@@ -25,9 +25,6 @@ class WurkConfig(AppConfig):
     label = "django_wurk"
     verbose_name = "Wurk"
     default_auto_field = "django.db.models.BigAutoField"
-    #: The wire names registered when start-up discovery ended: what every worker knows
-    #: (``checks.check_job_modules`` warns about the others).
-    jobs_at_start: frozenset[str] = frozenset()
 
     def ready(self) -> None:
         from django_wurk import checks  # noqa: F401 - registers the system checks
@@ -53,7 +50,7 @@ class WurkConfig(AppConfig):
             celery_tasks.set_discoverer(autodiscover_modules)
         from django_wurk.core.registry import registry
 
-        self.jobs_at_start = frozenset(registry.names())
+        registry.mark_discovered()  # every worker knows these; checks.check_job_modules, the rest
 
 
 def tasks_backend_configured() -> bool:

@@ -55,17 +55,12 @@ def check_job_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     """
     from django.apps import apps
 
-    from django_wurk.apps import WurkConfig
     from django_wurk.core.registry import registry
 
-    app_config = apps.get_app_config("django_wurk") if apps.ready else None
-    if not isinstance(app_config, WurkConfig):
-        return []
-    known = app_config.jobs_at_start
     found: list[CheckMessage] = []
-    for name in registry.names():
+    for name in registry.undiscovered():
         job_class = registry.resolve(name)
-        if name in known or job_class is None:
+        if job_class is None:
             continue
         module = job_class.__module__
         app = apps.get_containing_app_config(module)

@@ -141,7 +141,8 @@ def _validate(s: Settings) -> None:
     if not _listenable(s.health_bind):
         raise ConfigError(
             "HEALTH_BIND",
-            f"must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or a host name, got {s.health_bind!r}",
+            "must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or a host name, "
+            f"got {s.health_bind!r}",
         )
     if not s.ready_window > 0:
         raise ConfigError("READY_WINDOW", f"must be greater than 0, got {s.ready_window!r}")
@@ -160,7 +161,8 @@ def _validate(s: Settings) -> None:
 
 
 #: A host name to listen on: its labels, dot-separated (an IP address is read by ``ipaddress``).
-_HOST_NAME = re.compile(r"\A(?=.{1,253}\Z)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\Z")
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"\A(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*\Z")
 
 
 def _listenable(address: str) -> bool:

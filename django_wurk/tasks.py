@@ -37,23 +37,6 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
-_NEEDS_TASKS = (
-    "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
-    ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
-    ' and add "django_tasks" to INSTALLED_APPS.'
-)
-
-
-class _Missing:
-    """Stands for django.tasks' ``Task`` and ``BaseTaskBackend`` where neither exists."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise ImproperlyConfigured(_NEEDS_TASKS)
-
-    def __post_init__(self) -> None:
-        raise ImproperlyConfigured(_NEEDS_TASKS)
-
-
 if TYPE_CHECKING:  # checked against Django 6's API, which the backport mirrors
     from django.tasks import TaskContext, TaskResult, TaskResultStatus
     from django.tasks.backends.base import BaseTaskBackend
@@ -75,15 +58,30 @@ else:
                 raise  # the backport is there but something it needs is not: say that
             from django_wurk.apps import tasks_backend_configured
 
+            needs_tasks = (
+                "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
+                ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
+                ' and add "django_tasks" to INSTALLED_APPS.'
+            )
             if tasks_backend_configured():
                 # Every manage.py command imports this module when WurkBackend is configured:
                 # tell the user what to install rather than which import failed.
-                raise ImproperlyConfigured(_NEEDS_TASKS) from None
-            # Imported with no TASKS naming the backend: by something that imports every
-            # installed app's tasks module (Celery's app.autodiscover_tasks(), Django's
-            # autodiscover_modules("tasks")). Nothing here can run, and nothing is asked to:
-            # stay importable, and say what is missing if a task or backend is ever made.
-            Task = BaseTaskBackend = _Missing
+                raise ImproperlyConfigured(needs_tasks) from None
+
+            class Missing:
+                """Imported with no TASKS naming the backend: by something that imports every
+                installed app's tasks module (Celery's app.autodiscover_tasks(), Django's
+                autodiscover_modules("tasks")). Nothing here can run, and nothing is asked
+                to, so the module stays importable, with this in place of ``Task`` and
+                ``BaseTaskBackend``: making a task or the backend says what is missing."""
+
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    raise ImproperlyConfigured(needs_tasks)
+
+                def __post_init__(self) -> None:
+                    raise ImproperlyConfigured(needs_tasks)
+
+            Task = BaseTaskBackend = Missing
         else:
             from django_tasks import TaskContext, TaskResult, TaskResultStatus
             from django_tasks.backends.base import BaseTaskBackend

@@ -500,7 +500,9 @@ django.setup()
         ("?", "refused: django_wurk is used before Django's settings are configured"),
     ],
 )
-def test_a_push_without_the_app_fails_naming_the_fix(redis_url: str, r: Any, extra: str, refusal: str) -> None:
+def test_a_push_without_the_app_fails_naming_the_fix(
+    redis_url: str, r: Any, extra: str, refusal: str
+) -> None:
     """Before: it went to redis://127.0.0.1:6379/0 with WURK, WURK_* and on-commit all unread."""
     import subprocess
     import sys

@@ -148,7 +148,11 @@ def untrusted_tls_port(tmp_path: Path) -> Iterator[int]:
 def test_a_certificate_nobody_trusts_stops_the_start(untrusted_tls_port: int) -> None:
     code, out = refused_at_start(f"rediss://127.0.0.1:{untrusted_tls_port}/0")
     assert code == 1, out
-    assert "WURK['REDIS_URL']" in out and "the TLS handshake failed" in out and "CERTIFICATE_VERIFY_FAILED" in out
+    assert (
+        "WURK['REDIS_URL']" in out
+        and "the TLS handshake failed" in out
+        and "CERTIFICATE_VERIFY_FAILED" in out
+    )
 
 
 @pytest.fixture

@@ -53,7 +53,10 @@ def incurable(exc: BaseException) -> str | None:
     if isinstance(exc, ResponseError) and any(marker in upper for marker in _NO_SUCH_DATABASE):
         return f"it has no database of the number the URL ends with: {text}"
     if isinstance(exc, InvalidResponse):
-        return f"it does not answer in the Redis protocol ({text}): a TLS port for a redis:// URL, or another service?"
+        return (
+            f"it does not answer in the Redis protocol ({text}): a TLS port for a redis:// URL,"
+            " or another service?"
+        )
     tls = _tls_failure(exc)
     if tls is not None:
         return f"the TLS handshake failed: {tls}"
@@ -107,7 +110,12 @@ def preflight(ping: Callable[[], object], url: str) -> str | None:
         ping()
     except RedisError as exc:
         why = incurable(exc)
-        if why is None and isinstance(exc, RedisTimeout) and url.startswith("rediss://") and speaks_plain_redis(url):
+        if (
+            why is None
+            and isinstance(exc, RedisTimeout)
+            and url.startswith("rediss://")
+            and speaks_plain_redis(url)
+        ):
             why = "it answers without TLS: this rediss:// URL speaks TLS to a plain port (use redis://)"
         if why is not None:
             return f"Redis at {redact_url(url)} cannot be used: {why}"
