@@ -28,9 +28,11 @@ from django.core.checks import run_checks
 from django_wurk import Config, EnqueueError
 from django_wurk import wurk as global_wurk
 from django_wurk.core.config import ConfigError, parse_sentinel_url, redact_url
-from tests.conftest import free_port, wait_for
+from tests.conftest import free_port, tail, wait_for
 from tests.jobsapp import jobs
 from tests.test_runwurk import ROOT, worker_env
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 SERVICE = "mymaster"
 
