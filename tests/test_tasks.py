@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -209,18 +210,22 @@ execute_from_command_line(["manage.py", "check"])
 """
 
 
-def test_without_the_backport_every_command_says_which_extra_to_install() -> None:
-    import subprocess
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh Python, from the repository's root."""
     import sys
     from pathlib import Path
 
-    proc = subprocess.run(
-        [sys.executable, "-c", BLOCKED_SCRIPT],
+    return subprocess.run(
+        [sys.executable, "-c", script],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_without_the_backport_every_command_says_which_extra_to_install() -> None:
+    proc = run_script(BLOCKED_SCRIPT)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), proc.stderr
@@ -240,10 +245,6 @@ CELERY_LAYOUT_SCRIPT = BLOCKED_SCRIPT.replace(
 def test_without_the_backport_celerys_autodiscovery_leaves_every_command_working() -> None:
     """autodiscover_tasks() imports every installed app's tasks module, django_wurk.tasks
     included, and no TASKS names the backend: that must not stop every manage.py command."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
     assert "TASKS=" not in CELERY_LAYOUT_SCRIPT and "autodiscover_tasks()" in CELERY_LAYOUT_SCRIPT
     script = CELERY_LAYOUT_SCRIPT + (
         "import django_wurk.tasks as t\n"
@@ -254,13 +255,7 @@ def test_without_the_backport_celerys_autodiscovery_leaves_every_command_working
         "except ImproperlyConfigured as exc:\n"
         "    print('made:', exc)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=Path(__file__).resolve().parents[1],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    proc = run_script(script)
     assert proc.returncode == 0, proc.stderr
     assert "System check identified no issues" in proc.stdout
     # The backend itself, made anyway, still says what to install.

@@ -9,6 +9,7 @@ outage that never ended.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import signal
@@ -17,7 +18,7 @@ import ssl
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -91,6 +92,29 @@ def test_tls_to_a_plain_port_stops_the_start(redis_url: str) -> None:
     assert "WURK['REDIS_URL']" in out and "speaks TLS to a plain port (use redis://)" in out, out
 
 
+@contextlib.contextmanager
+def serving(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A local TCP server (its port) that hands each connection to ``handle``, then closes it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            with conn, contextlib.suppress(OSError):  # ssl.SSLError is one
+                handle(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        thread.join(10)
+
+
 @pytest.fixture
 def untrusted_tls_port(tmp_path: Path) -> Iterator[int]:
     """A TLS server with a self-signed certificate: the handshake fails on the client's side."""
@@ -120,29 +144,13 @@ def untrusted_tls_port(tmp_path: Path) -> Iterator[int]:
     )
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(tmp_path / "cert.pem", tmp_path / "key.pem")
-    listener = socket.create_server(("127.0.0.1", 0))
-    stopped = threading.Event()
 
-    def serve() -> None:
-        while not stopped.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            try:
-                with context.wrap_socket(conn, server_side=True):
-                    pass
-            except (OSError, ssl.SSLError):
-                pass  # the client gives up on the certificate: that is the point
+    def handshake(conn: socket.socket) -> None:
+        with context.wrap_socket(conn, server_side=True):
+            pass  # the client gives up on the certificate (an OSError here): that is the point
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stopped.set()
-        listener.close()
-        thread.join(10)
+    with serving(handshake) as port:
+        yield port
 
 
 def test_a_certificate_nobody_trusts_stops_the_start(untrusted_tls_port: int) -> None:
@@ -158,28 +166,13 @@ def test_a_certificate_nobody_trusts_stops_the_start(untrusted_tls_port: int) ->
 @pytest.fixture
 def not_redis_port() -> Iterator[int]:
     """A service that answers every connection as an HTTP server would."""
-    listener = socket.create_server(("127.0.0.1", 0))
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                try:
-                    conn.recv(1024)
-                    conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
-                except OSError:
-                    pass
+    def answer(conn: socket.socket) -> None:
+        conn.recv(1024)
+        conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
 
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        listener.close()
-        thread.join(10)
+    with serving(answer) as port:
+        yield port
 
 
 def test_a_service_that_is_not_redis_stops_the_start(not_redis_port: int) -> None:
