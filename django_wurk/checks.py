@@ -113,7 +113,8 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     from django_wurk.periodic import entry_problems
 
     try:
-        raw = merged_values(errors=[]).get("PERIODIC", ())  # the other keys' errors: check_settings's
+        # Not stopped by an unknown key or an unreadable file elsewhere: check_settings reports those.
+        raw = merged_values(errors=[]).get("PERIODIC", ())
     except ConfigError:
         return []  # settings.WURK is not a dict: check_settings reports it
     return [

@@ -325,13 +325,12 @@ def problems(environ: Mapping[str, str] | None = None) -> list[ConfigError]:
         while True:
             try:
                 build(values)
+                break
             except ConfigError as exc:
                 found.append(exc)
                 if exc.setting not in values:
                     break  # it names a key not set here: leaving nothing out can fix it
                 del values[exc.setting]
-                continue
-            break
     return found
 
 

@@ -156,7 +156,7 @@ class Swarm:
             self.recycle_bloated()
 
     def replace_dead(self) -> bool:
-        """Start a process in each dead one's place; False, starting none, once one could not
+        """Start a process in each dead one's place; False, starting no more, once one could not
         start for a reason its replacement would meet too (``CANNOT_START``)."""
         for child, code in self.reap():
             if code == CANNOT_START and not child.stopping:
