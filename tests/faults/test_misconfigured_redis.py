@@ -40,7 +40,16 @@ def runwurk(redis_url: str, *args: str, **env: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        start_new_session=True,  # its own process group: a swarm's children are killed with it
     )
+
+
+def kill_all(proc: subprocess.Popen[str]) -> None:
+    """Kill a worker still running and, under -P N, its children (killing the supervisor alone
+    would leave them running, riding out an outage forever)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
 
 
 def refused_at_start(redis_url: str, *args: str, **env: str) -> tuple[int, str]:
@@ -49,9 +58,7 @@ def refused_at_start(redis_url: str, *args: str, **env: str) -> tuple[int, str]:
     try:
         out, _ = proc.communicate(timeout=60)  # before: it never stopped
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        kill_all(proc)  # a swarm's children too, if the test failed
     return proc.returncode, out
 
 
@@ -212,9 +219,7 @@ def test_an_outage_at_start_is_ridden_out_and_term_still_stops_at_once() -> None
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)  # far less than the 600 s shutdown timeout it used to take
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
+        kill_all(proc)
     reader.join(10)
     out = "".join(lines)
     assert proc.returncode == 0, out
