@@ -197,7 +197,7 @@ def test_manage_py_check_names_a_bad_sentinel_url(
     monkeypatch: pytest.MonkeyPatch, clean_environment: None
 ) -> None:
     monkeypatch.setenv("WURK_REDIS_URL", "redis+sentinel://127.0.0.1:26379")
-    errors = [message for message in run_checks() if message.id and message.id.startswith("django_wurk")]
+    errors = [m for m in run_checks() if m.id and m.id.startswith("django_wurk.E")]
     assert any("REDIS_URL" in message.msg and "no service name" in message.msg for message in errors), errors
 
 
