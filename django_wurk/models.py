@@ -128,9 +128,9 @@ class Schedule(models.Model):
 
     def clean(self) -> None:
         from django_wurk.core.registry import registry
-        from django_wurk.schedules import problems
+        from django_wurk.periodic import schedule_problems
 
-        found = problems(cron=self.cron, job=self.job, args=self.args, kwargs=self.kwargs,
+        found = schedule_problems(cron=self.cron, job=self.job, args=self.args, kwargs=self.kwargs,
                          queue=self.queue, tz=self.tz, registry=registry)  # fmt: skip
         if found:
             raise ValidationError(found)

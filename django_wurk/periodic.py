@@ -18,14 +18,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django_wurk.core.config import ConfigError
+from django_wurk.core.config import QUEUE_NAME, ConfigError
 from django_wurk.core.job import Job, call_shape, validate_options
 from django_wurk.core.registry import Registry
 from django_wurk.core.wire import check_json_native
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
-    from django_wurk.core.features.periodic import LoopSpec
+    from django_wurk.core.features.periodic import LoopSource, LoopSpec
 
 SETTING = "PERIODIC"
 REQUIRED = ("cron", "job")
@@ -204,19 +204,67 @@ def loop_specs(entries: Sequence[PeriodicEntry], registry: Registry) -> list[Loo
     return specs
 
 
+def schedule_problems(
+    *,
+    cron: Any,
+    job: Any,
+    args: Any,
+    kwargs: Any,
+    queue: Any,
+    tz: Any,
+    registry: Registry,
+) -> dict[str, str]:
+    """What is wrong with a schedule (a ``Schedule`` row, ``django_wurk.schedules``), by field;
+    empty when it can run. The admin form shows these; the leader skips a row that has any."""
+    from django_wurk.core.features.periodic.cron import Cron, CronError, parse_timezone
+
+    found: dict[str, str] = {}
+    try:
+        Cron.parse(cron if isinstance(cron, str) else "")
+    except CronError as exc:
+        found["cron"] = f"not a cron expression: {exc}"
+    job_class = find_job(job, registry) if isinstance(job, str) and job else None
+    if job_class is None:
+        found["job"] = (
+            f"no registered job is named {job!r}; give a job's wire name or the dotted path of its "
+            "@job function or Job class, defined in an installed app's jobs module"
+        )
+    if not isinstance(args, list):
+        found["args"] = f"must be a JSON list of positional arguments, got {type(args).__name__}"
+    if not isinstance(kwargs, Mapping):
+        found["kwargs"] = f"must be a JSON object of keyword arguments, got {type(kwargs).__name__}"
+    if job_class is not None and "args" not in found and "kwargs" not in found:
+        try:
+            call_shape(job_class).check(args, kwargs, True)
+            check_json_native(args, "args")
+        except TypeError as exc:
+            found["kwargs" if kwargs and "keyword" in str(exc) else "args"] = str(exc)
+    if queue and (not isinstance(queue, str) or not QUEUE_NAME.match(queue)):
+        found["queue"] = f"{queue!r} is not a queue name (letters, digits and _:.-)"
+    if tz:
+        try:
+            parse_timezone(tz)
+        except CronError as exc:
+            found["tz"] = str(exc)
+    return found
+
+
 def install_from_settings(
-    wurk: Wurk, entries: Sequence[PeriodicEntry], leader: bool, ttl: float, schedules: bool = True
+    wurk: Wurk,
+    entries: Sequence[PeriodicEntry],
+    leader: bool,
+    ttl: float,
+    source: LoopSource | None = None,
+    refresh: float = 5.0,
 ) -> None:
-    """Have ``runwurk``'s processes campaign and fire ``entries``, and with ``schedules`` the
-    enabled ``Schedule`` rows too (``django_wurk.schedules``), unless ``leader`` is off
+    """Have ``runwurk``'s processes campaign and fire ``entries``, and the loops ``source``
+    returns (the admin's schedules, ``django_wurk.schedules``), unless ``leader`` is off
     (``WURK["PERIODIC"]``, ``WURK["LEADER"]`` and ``WURK["LEADER_TTL"]``)."""
     from django_wurk.core.features.periodic import install
-    from django_wurk.schedules import REFRESH, ScheduleSource
 
     if not leader:
         return
-    source = ScheduleSource(wurk.registry) if schedules else None
-    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl, source=source, refresh=REFRESH)
+    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl, source=source, refresh=refresh)
 
 
 def install_history(wurk: Wurk, interval: float, retention_days: float, leader: bool) -> None:

@@ -6,7 +6,7 @@ changes at run time. The engine does not know about the table: ``runwurk`` hands
 thread, so a row added, edited, disabled or deleted fires (or stops) within that time, beside
 the settings' loops, without a restart.
 
-A row is checked twice. The admin form refuses a bad one (``problems``: the cron, the job,
+A row is checked twice. The admin form refuses a bad one (``periodic.schedule_problems``: the cron, the job,
 the arguments against the job's signature, the queue, the time zone), so it never reaches
 the leader. A row made bad behind the admin's back (an SQL ``UPDATE``, a job renamed in a
 deploy) is skipped by the source with one warning per row and problem, and the other loops
@@ -24,11 +24,8 @@ from django.db.models import TextField
 from django.db.models.functions import Cast
 
 from django_wurk.core import wire
-from django_wurk.core.config import QUEUE_NAME
-from django_wurk.core.job import call_shape
 from django_wurk.core.registry import Registry
-from django_wurk.core.wire import check_json_native
-from django_wurk.periodic import find_job
+from django_wurk.periodic import find_job, schedule_problems
 
 if TYPE_CHECKING:
     from django_wurk.core.features.periodic import LoopSpec
@@ -40,56 +37,12 @@ logger = logging.getLogger("django_wurk.periodic")
 REFRESH = 5.0
 
 
-def problems(
-    *,
-    cron: Any,
-    job: Any,
-    args: Any,
-    kwargs: Any,
-    queue: Any,
-    tz: Any,
-    registry: Registry,
-) -> dict[str, str]:
-    """What is wrong with a schedule, by field (empty when it can run)."""
-    from django_wurk.core.features.periodic.cron import Cron, CronError, parse_timezone
-
-    found: dict[str, str] = {}
-    try:
-        Cron.parse(cron if isinstance(cron, str) else "")
-    except CronError as exc:
-        found["cron"] = f"not a cron expression: {exc}"
-    job_class = find_job(job, registry) if isinstance(job, str) and job else None
-    if job_class is None:
-        found["job"] = (
-            f"no registered job is named {job!r}; give a job's wire name or the dotted path of its "
-            "@job function or Job class, defined in an installed app's jobs module"
-        )
-    if not isinstance(args, list):
-        found["args"] = f"must be a JSON list of positional arguments, got {type(args).__name__}"
-    if not isinstance(kwargs, Mapping):
-        found["kwargs"] = f"must be a JSON object of keyword arguments, got {type(kwargs).__name__}"
-    if job_class is not None and "args" not in found and "kwargs" not in found:
-        try:
-            call_shape(job_class).check(args, kwargs, True)
-            check_json_native(args, "args")
-        except TypeError as exc:
-            found["kwargs" if kwargs and "keyword" in str(exc) else "args"] = str(exc)
-    if queue and (not isinstance(queue, str) or not QUEUE_NAME.match(queue)):
-        found["queue"] = f"{queue!r} is not a queue name (letters, digits and _:.-)"
-    if tz:
-        try:
-            parse_timezone(tz)
-        except CronError as exc:
-            found["tz"] = str(exc)
-    return found
-
-
 def loop_spec(row: Schedule, registry: Registry) -> LoopSpec:
     """The engine's loop for ``row``; ``ValueError`` saying what is wrong with it."""
     from django_wurk.core.features.periodic import DEFAULT_TZ, LoopSpec
     from django_wurk.core.features.periodic.cron import Cron, parse_timezone
 
-    found = problems(cron=row.cron, job=row.job, args=row.args, kwargs=row.kwargs, queue=row.queue,
+    found = schedule_problems(cron=row.cron, job=row.job, args=row.args, kwargs=row.kwargs, queue=row.queue,
                      tz=row.tz, registry=registry)  # fmt: skip
     if found:
         raise ValueError("; ".join(f"{name}: {message}" for name, message in found.items()))

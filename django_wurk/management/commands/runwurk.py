@@ -73,6 +73,8 @@ class Command(BaseCommand):
         from django_wurk.conf import app_settings, build_config
         from django_wurk.core.engine import wurk
         from django_wurk.periodic import install_from_settings, install_history
+        from django_wurk.schedules import REFRESH as SCHEDULES_REFRESH
+        from django_wurk.schedules import ScheduleSource
 
         queues = None
         if options["queues"]:
@@ -110,7 +112,8 @@ class Command(BaseCommand):
             # (once fleet-wide).
             default_shard = config.shard == DEFAULT_SHARD
             periodic = app.periodic if default_shard else ()
-            install_from_settings(wurk, periodic, app.leader, app.leader_ttl, schedules=default_shard)
+            schedules = ScheduleSource(wurk.registry) if default_shard else None
+            install_from_settings(wurk, periodic, app.leader, app.leader_ttl, schedules, SCHEDULES_REFRESH)
             # The leader (of those) records the historical metrics (docs/metrics.md).
             install_history(wurk, app.history_interval, app.history_retention, app.leader)
         except ConfigError as exc:

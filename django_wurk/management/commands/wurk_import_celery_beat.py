@@ -46,7 +46,7 @@ class Command(BaseCommand):
 
         from django_wurk.core.registry import registry
         from django_wurk.models import Schedule
-        from django_wurk.schedules import problems
+        from django_wurk.periodic import schedule_problems
 
         imported: list[dict[str, Any]] = []
         skipped: list[dict[str, Any]] = []
@@ -60,8 +60,8 @@ class Command(BaseCommand):
                 except ValueError as exc:
                     skipped.append({"name": task.name, "task": task.task, "reason": str(exc)})
                     continue
-                found = problems(registry=registry, **{k: fields[k] for k in ("cron", "job", "args", "kwargs",
-                                                                            "queue", "tz")})  # fmt: skip
+                checked = {k: fields[k] for k in ("cron", "job", "args", "kwargs", "queue", "tz")}
+                found = schedule_problems(registry=registry, **checked)
                 if found:
                     reason = "; ".join(f"{k}: {v}" for k, v in found.items())
                     skipped.append({"name": task.name, "task": task.task, "reason": reason})
