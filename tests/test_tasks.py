@@ -175,6 +175,9 @@ def test_enqueue_inside_a_transaction_waits_for_the_commit(wurk: Wurk, r: Any) -
         tasks.record_task.get_result(gone.id)
 
 
+# Every database: on Django 6.1 the model checks ask each whether it supports JSONField,
+# which the Schedule model has.
+@pytest.mark.django_db(databases="__all__")
 def test_check_reports_queues_no_worker_listens_to(wurk: Wurk, settings: Any) -> None:
     assert [m for m in run_checks() if m.id == "django_wurk.I001"] == []
     settings.WURK = {**settings.WURK, "QUEUES": ["default"]}  # TASKS also allows "tasks"
