@@ -158,7 +158,10 @@ def test_interval_and_when_are_the_verbs_own_and_a_job_may_use_those_names(wurk:
             lambda: send_welcome.set(queue="x").perform_async(),
             r"kw\.Welcome: missing a required argument: 'user_id'",
         ),
-        (lambda: flaky.perform_async(1), r"kw\.Flaky: missing a required (keyword-only )?argument: 'attempt_limit'"),
+        (
+            lambda: flaky.perform_async(1),
+            r"kw\.Flaky: missing a required (keyword-only )?argument: 'attempt_limit'",
+        ),
         (
             lambda: Invoice.perform_async(reminder=True),
             r"kw\.Invoice: missing a required argument: 'invoice_id'",
