@@ -31,7 +31,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -196,7 +196,7 @@ class Backlog(Generic[T]):
 
 
 #: Every backlog of the process, for the one fork and exit hook below.
-_all: weakref.WeakSet[Backlog[object]] = weakref.WeakSet()  # type: ignore[type-arg]
+_all: weakref.WeakSet[Backlog[Any]] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
