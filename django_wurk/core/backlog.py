@@ -50,7 +50,7 @@ class BacklogFull(Exception):
 
 def delay(attempt: int) -> float:
     """The wait before attempt ``attempt`` (1 is the first retry)."""
-    return min(FIRST_DELAY * 2 ** (attempt - 1), MAX_DELAY)
+    return float(min(FIRST_DELAY * 2.0 ** (attempt - 1), MAX_DELAY))
 
 
 class Backlog(Generic[T]):
