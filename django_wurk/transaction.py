@@ -36,7 +36,15 @@ from redis.exceptions import RedisError
 
 from django_wurk import db
 from django_wurk.conf import app_settings
-from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher, Refused
+from django_wurk.core.client import (
+    NO_DELIVERY,
+    Delivery,
+    Pusher,
+    Refused,
+    WriteGroup,
+    write_group,
+    written_together,
+)
 from django_wurk.core.config import DEFAULT_SHARD
 from django_wurk.core.engine import Wurk
 from django_wurk.core.features.batches.batch import retrier as batch_retrier
@@ -71,6 +79,8 @@ class Pending:
     error: BaseException
     #: How the push was asked to be delivered: its ``shard`` must survive the retries.
     delivery: Delivery = field(default_factory=dict)
+    #: The transaction's writes it belongs to: a retry is still one of them.
+    group: WriteGroup | None = None
 
 
 class PushRetrier:
@@ -105,8 +115,9 @@ class PushRetrier:
         at: float | None,
         error: BaseException,
         delivery: Delivery = NO_DELIVERY,
+        group: WriteGroup | None = None,
     ) -> None:
-        item = Pending(payloads, at, error, delivery)
+        item = Pending(payloads, at, error, delivery, group)
         with self._changed:
             if not self._closed:
                 self._ensure_thread()
@@ -176,7 +187,8 @@ class PushRetrier:
 
     def _attempt(self, item: Pending, when: str) -> bool:
         try:
-            self.inner.push(item.payloads, item.at, item.delivery)
+            with written_together(item.group):
+                self.inner.push(item.payloads, item.at, item.delivery)
         except Exception as exc:
             # Anything, not only Redis errors: an exception escaping would kill the thread and
             # strand every batch behind this one, unreported until the next failed commit.
@@ -287,9 +299,7 @@ class TransactionAwarePusher:
             return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
         if alias is None:
             return self.inner.push(payloads, at, delivery)
-        transaction.on_commit(
-            functools.partial(self._after_commit, list(payloads), at, delivery), using=alias
-        )
+        at_commit(functools.partial(self._after_commit, list(payloads), at, delivery), alias)
         return None
 
     def defer_until_commit(self, action: Callable[[], None]) -> bool:
@@ -310,7 +320,7 @@ class TransactionAwarePusher:
                 "a batch cannot be written inside a transaction with WURK['ENQUEUE'] = 'outbox'; "
                 "open the batch's jobs() block after the commit (transaction.on_commit)"
             )
-        transaction.on_commit(action, using=alias)
+        at_commit(action, alias)
         return True
 
     def _after_commit(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
@@ -322,7 +332,45 @@ class TransactionAwarePusher:
                 len(payloads),
                 exc,
             )
-            self.retrier.submit(payloads, at, exc, delivery)
+            self.retrier.submit(payloads, at, exc, delivery, write_group())
+
+
+class _InWriteGroup:
+    """A write run at the commit as one of its transaction's ``WriteGroup``."""
+
+    __slots__ = ("action", "group")
+
+    def __init__(self, action: Callable[[], object], group: WriteGroup) -> None:
+        self.action = action
+        self.group = group
+
+    def __call__(self) -> None:
+        with written_together(self.group):
+            self.action()
+
+
+def at_commit(action: Callable[[], object], alias: str) -> None:
+    """``transaction.on_commit`` for a write to Redis: the writes of one transaction share
+    one ``WriteGroup``, so push gates see them as written together (the second identical
+    unique job is a duplicate even if the first ran and released its lock before it was
+    written). Each stays its own callback, so a savepoint rolled back drops only its own.
+    """
+    transaction.on_commit(_InWriteGroup(action, _write_group_of(alias)), using=alias)
+
+
+def _write_group_of(alias: str) -> WriteGroup:
+    """The group of the writes already waiting for this transaction's commit, or a new one.
+
+    Read from the callbacks Django keeps for the commit (those of a rolled-back savepoint
+    are gone from it); the list is empty again after a commit or a rollback, so a group
+    never spans two transactions.
+    """
+    waiting = getattr(connections[alias], "run_on_commit", None) or ()
+    for entry in reversed(waiting):
+        callback = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
+        if isinstance(callback, _InWriteGroup):
+            return callback.group
+    return WriteGroup()
 
 
 def install(wurk: Wurk) -> None:
