@@ -30,6 +30,7 @@ from django_wurk.core.client import (
 )
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
+from django_wurk.core.control import JobExit, WorkerSignal
 from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
 from django_wurk.core.scripts import Scripts
@@ -279,13 +280,18 @@ class Execution:
     for ``retry_in`` and ``retries_exhausted``.
     """
 
-    __slots__ = ("job", "payload", "wurk")
+    __slots__ = ("contain_exits", "job", "payload", "wurk")
 
-    def __init__(self, wurk: Wurk, payload: Payload) -> None:
+    def __init__(self, wurk: Wurk, payload: Payload, *, contain_exits: bool = False) -> None:
         self.wurk = wurk
         self.payload = payload
         #: The job instance, once its class is found (``None`` if that failed).
         self.job: Any = None
+        #: A worker's run: a ``BaseException`` the job raises (``sys.exit()``) is its failure,
+        #: raised as ``JobExit`` where it leaves ``perform`` so that every middleware sees an
+        #: ordinary error (``core/control.py``). Inline runs leave it as it is: there a
+        #: ``KeyboardInterrupt`` may be the person at the terminal.
+        self.contain_exits = contain_exits
 
     def run(self) -> Any:
         wurk, payload = self.wurk, self.payload
@@ -299,11 +305,18 @@ class Execution:
             # Read here, inside the middleware: a server middleware may give the job other
             # arguments than the stored ones (encryption opens the last one only for the run).
             args, kwargs = activejob.arguments(payload) if wrapped else (payload["args"], {})
-            value = job.perform(*args, **kwargs)
-            # Most jobs return None: skip the awaitable checks for them, this is the hot path.
-            result[0] = (
-                value if value is None else coroutines.settle(value, f"{type(job).__qualname__}.perform")
-            )
+            try:
+                value = job.perform(*args, **kwargs)
+                # Most jobs return None: skip the awaitable checks for them, this is the hot path.
+                result[0] = (
+                    value if value is None else coroutines.settle(value, f"{type(job).__qualname__}.perform")
+                )
+            except (Exception, WorkerSignal):
+                raise
+            except BaseException as exc:
+                if not self.contain_exits:
+                    raise
+                raise JobExit(exc) from exc
 
         wurk.server_middleware.invoke(perform, job, payload, payload.get("queue", "default"))
         return result[0]

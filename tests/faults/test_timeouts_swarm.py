@@ -80,3 +80,34 @@ def test_a_child_blocked_past_a_timeout_is_replaced_and_its_other_job_recovered(
     log = (tmp_path / "worker-0.log").read_text()
     assert "asked to be replaced" in log
     assert "died" not in log  # not taken for a crash
+
+
+def test_every_job_blocked_past_its_timeout_in_a_replaced_child_fails_once_and_runs_once(
+    wurk: Wurk, r: Any, spawn_worker: Callable[..., Any]
+) -> None:
+    """Two jobs blocked past their timeouts in one child: before, the first failed with
+    ``TimedOut`` and the process was replaced at once, so the second was recovered and run
+    again from the start (a ``retry=0`` job twice). Four such jobs on ``-P 2 -c 2`` put two
+    in a child (both children's threads take one each)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)
+        supervisor = spawn_worker("-P", "2", "-c", "2", WURK_PROCESS_DEAD_AFTER="60")
+        try:
+            first = wait_for(lambda: (c := children(r, supervisor.pid)) and len(c) == 2 and c, timeout=30)
+            markers = [f"h{i}" for i in range(4)]
+            for marker in markers:
+                jobs.hang_in_recv.perform_async(marker, silent.getsockname()[1])
+            # Each fails once, by its timeout (a retry comes 15 s later at the earliest).
+            wait_for(lambda: r.zcard("retry") == 4, timeout=60)
+            wait_for(lambda: not r.llen("queue:default") and not r.keys("queue:sq|*"), timeout=30)
+            assert set(first) - set(children(r, supervisor.pid))  # a child was replaced
+            entries = [json.loads(raw) for raw in r.zrange("retry", 0, -1)]
+            assert sorted(e["args"][0] for e in entries) == markers
+            assert {(e["error_class"], e["retry_count"]) for e in entries} == {("TimedOut", 0)}
+            assert sorted(m.decode() for m in r.lrange("timeouts:started", 0, -1)) == markers
+            assert r.llen("timeouts:returned") == 0
+        finally:
+            supervisor.send_signal(signal.SIGTERM)
+            supervisor.wait(60)
+    assert supervisor.returncode == 0

@@ -268,3 +268,30 @@ class Walker(IterableJob):
 
     def on_complete(self, n: int, delay: float) -> None:
         record("walker-done", n)
+
+
+class OwnBaseException(BaseException):
+    """A library's own ``BaseException`` subclass (neither ``Exception`` nor the worker's)."""
+
+
+#: What ``leaves_by`` raises, by name: every way out of a job that is not an ``Exception``.
+EXITS: dict[str, Any] = {
+    "exit": lambda: SystemExit(2),
+    "keyboard": KeyboardInterrupt,
+    "generator": GeneratorExit,
+    "own": lambda: OwnBaseException("from a library"),
+}
+
+
+@job(retry=1)
+def leaves_by(how: str) -> None:
+    """Leaves with a ``BaseException`` (``sys.exit(2)`` for ``"exit"``, as argparse does on bad input)."""
+    record("leaves_by", [how, os.getpid()])
+    raise EXITS[how]()
+
+
+@job(retry=0)
+def leaves_for_good(how: str) -> None:
+    """As ``leaves_by``, with no retry: straight to the dead set."""
+    record("leaves_for_good", how)
+    raise EXITS[how]()

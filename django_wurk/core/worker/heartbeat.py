@@ -60,9 +60,13 @@ class Heartbeat:
         stats: Stats,
         outage: Outage,
         on_signal: Callable[[str], None],
+        threads: Callable[[], int] | None = None,
     ) -> None:
         self.wurk = wurk
         self.config = wurk.config
+        #: How many processor threads run now; written as ``threads`` beside ``concurrency``,
+        #: so ``/ready`` fails while a process runs fewer than it was given.
+        self.threads = threads if threads is not None else lambda: self.config.concurrency
         self.identity = identity
         self.work = work
         self.stats = stats
@@ -195,6 +199,7 @@ class Heartbeat:
             mapping={
                 "info": self._info,
                 "concurrency": self.config.concurrency,
+                "threads": self.threads(),
                 "busy": len(busy),
                 "beat": repr(time.time()),
                 "rtt_us": self._rtt_us,

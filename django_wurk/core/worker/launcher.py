@@ -74,6 +74,7 @@ class Launcher:
             self.stats,
             self.outage,
             self.signal,
+            threads=self.live_threads,
         )
         #: What features asked every worker process to run (see ``worker.service``).
         self.services = build_services(wurk, self.identity, self.outage)
@@ -168,6 +169,18 @@ class Launcher:
             manager.stop(max(0.0, deadline - time.monotonic()), self.hurry) for manager in self.managers
         )
 
+    def replace_dead_threads(self) -> None:
+        """Every capsule's processor threads that ended unseen are replaced (``Manager.replace_dead``)."""
+        for manager in self.managers:
+            try:
+                manager.replace_dead()
+            except Exception:  # the supervising loop must outlive its own trouble
+                logger.exception("could not replace a dead processor thread")
+
+    def live_threads(self) -> int:
+        """Processor threads running in every capsule: the heartbeat's ``threads``."""
+        return sum(m.live_threads() for m in self.managers)
+
     # JobControl (what watchers may do, see ``worker.service``) ---------------------------
 
     def abandon(
@@ -186,13 +199,17 @@ class Launcher:
         return True
 
     def replace_process(self, reason: str) -> NoReturn:
-        """Leave the process set and exit now, stuck threads and all (see ``JobControl``).
+        """Leave the process set and exit soon, stuck threads and all (see ``JobControl``).
 
         The process hash goes too, so the next reaper pass (the replacement's start-up
         sweep) sees this process dead at once and recovers its private lists, instead of
         waiting ``PROCESS_DEAD_AFTER`` for the heartbeat to age.
         """
         logger.error("replacing worker process %s: %s", self.identity, reason)
+        # Threads that just recorded an outcome acknowledge it on their way out: let them.
+        deadline = time.monotonic() + self.config.fetch_timeout + 1.0
+        for manager in self.managers:
+            manager.wait_for_idle_threads(deadline)
         try:
             pipe = self.wurk.redis.pipeline(transaction=True)
             pipe.srem(keys.PROCESSES, self.identity)
@@ -270,6 +287,7 @@ class Launcher:
                     # Python runs OS signal handlers.
                     name = self.signals.get(timeout=1.0)
                 except queue.Empty:
+                    self.replace_dead_threads()
                     continue
                 if name in STOP_SIGNALS:
                     break

@@ -103,6 +103,51 @@ class Manager:
         if not self.quieting.is_set():
             self._spawn(index)
 
+    def replace_dead(self) -> int:
+        """Start a thread in the place of every processor whose thread ended unseen; how many.
+
+        ``processor_died`` covers a thread that ends through its own ``except``; this covers
+        every other way (an error in its ``finally``, an exception raised into it from
+        outside), so the process never runs on with fewer threads than ``CONCURRENCY``
+        while its heartbeat says all is well. The launcher calls it about once a second.
+        """
+        if self.quieting.is_set():
+            return 0
+        with self._lock:
+            dead = [p for p in self.processors if p.started and not p.retired and not p.thread.is_alive()]
+            for p in dead:
+                self.processors.remove(p)
+        for p in dead:
+            logger.error("processor thread %s ended unexpectedly: starting another", p.thread.name)
+            self._spawn(p.index)
+        return len(dead)
+
+    def wait_for_idle_threads(self, deadline: float) -> None:
+        """Quiet, then wait until ``deadline`` for every thread not running a job to end.
+
+        Before a process exits on purpose (``Launcher.replace_process``): a thread that just
+        recorded its job's outcome acknowledges it as it ends, and the acknowledgement must
+        reach Redis first, or the job's recovery runs it again. Threads running a job are
+        not waited for: their jobs are recovered, as documented.
+        """
+        self.quiet()
+        while time.monotonic() < deadline:
+            busy = {w.thread for w in self.work.snapshot().values()}
+            with self._lock:
+                waiting = [
+                    p
+                    for p in self.processors
+                    if not p.retired and p.thread.is_alive() and p.thread not in busy
+                ]
+            if not waiting:
+                return
+            waiting[0].thread.join(min(0.05, max(0.0, deadline - time.monotonic())))
+
+    def live_threads(self) -> int:
+        """Processor threads running now, a thread given up on (``abandon``) not counted."""
+        with self._lock:
+            return sum(1 for p in self.processors if not p.retired and p.thread.is_alive())
+
     def abandon(
         self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
     ) -> bool:
@@ -124,6 +169,8 @@ class Manager:
             self.quiet()  # the process is about to be replaced: take no job it would not finish
         with self._lock:
             owner = next((p for p in self.processors if p.thread is thread), None)
+            if owner is not None:
+                owner.retired = True  # not replaced by ``replace_dead`` if it returns meanwhile
         unit = work.unit
         try:
             payload = wire.loads(unit.raw)

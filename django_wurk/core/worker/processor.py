@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from django_wurk.core import coroutines, wire
+from django_wurk.core.control import WorkerSignal, contain
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Execution
 from django_wurk.core.worker.fetch import Fetch, UnitOfWork
@@ -38,16 +39,16 @@ job_logger = logging.getLogger("django_wurk.job")
 ACKNOWLEDGE_WITHIN = 10.0
 
 
-class Shutdown(BaseException):
+class Shutdown(WorkerSignal):
     """Raised inside a job thread at hard shutdown; the job has been pushed back, not failed."""
 
 
-class Abandoned(BaseException):
+class Abandoned(WorkerSignal):
     """This thread's job was given up on while it ran (``Manager.abandon``): its outcome is
     recorded and another thread has taken this one's place, so this one only ends."""
 
 
-class Interrupted(BaseException):
+class Interrupted(WorkerSignal):
     """Raised by a job that stops early because the worker is stopping (``stopping()``).
 
     The job has saved where it got to (an iterable job's cursor); the processor puts it back
@@ -126,8 +127,13 @@ class Processor:
         self.fetches = 0
         self.fetching = False
         self.joblog = JobLog(job_logger)
+        #: Its thread was started (a processor made only to record outcomes never is).
+        self.started = False
+        #: Given up on (``Manager.abandon``): another thread has taken its place.
+        self.retired = False
 
     def start(self) -> None:
+        self.started = True
         self.thread.start()
 
     def run(self) -> None:
@@ -167,10 +173,11 @@ class Processor:
             # Its job was settled for it and its share of the fetch retired (``Manager.abandon``):
             # anything it acknowledged or pushed back now could be another thread's.
             abandoned = True
-        except Exception as exc:
-            # Nothing above should raise; if it does, say so loudly and let the manager replace us.
-            logger.exception("processor thread crashed")
-            self.wurk.report_error(exc, {"context": "processor thread"})
+        except BaseException as exc:
+            # Nothing above should raise (a job's own exit is its failure, see ``_process``); if
+            # anything does, say so loudly and let the manager replace us.
+            logger.critical("processor thread %s died: %s", self.thread.name, exc, exc_info=True)
+            self.wurk.report_error(contain(exc), {"context": "processor thread"})
             self.on_died(self)
         finally:
             if not abandoned:
@@ -233,7 +240,7 @@ class Processor:
         if log:
             context = {"jid": jid, "job_class": job_class_name, "queue": unit.queue}
             joblog.line("start", (), context)
-        execution = Execution(wurk, payload)
+        execution = Execution(wurk, payload, contain_exits=True)
         started = time.monotonic()
         try:
             execution.run()
@@ -242,9 +249,14 @@ class Processor:
             if log:
                 joblog.line("interrupted: pushed back to resume later", (), context)
             return self._push_back_interrupted(unit)
-        except Shutdown:
+        except WorkerSignal:
             raise
-        except Exception as exc:
+        except BaseException as raised:
+            # Anything else is the job's failure, ``sys.exit()`` from a middleware too: the thread
+            # lives on to record it and fetch the next job (``core/control.py``).
+            exc = contain(raised)
+            if exc is not raised:
+                exc.__cause__ = raised
             self._settle(work)
             elapsed = (time.monotonic() - started) * 1000
             self.stats.record(job_class_name, elapsed, True, time.time())

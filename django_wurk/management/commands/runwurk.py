@@ -5,11 +5,14 @@ from __future__ import annotations
 import logging
 import threading
 from argparse import ArgumentParser
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError
 
 from django_wurk.core.config import DEFAULT_SHARD, ConfigError, parse_capsules, parse_queue, redact_url
+
+if TYPE_CHECKING:
+    from django_wurk.management.reload import SignalRelay
 
 
 class Command(BaseCommand):
@@ -115,9 +118,11 @@ class Command(BaseCommand):
         self._observe(app, options["health_port"], swarm)
 
         if options["autoreload"]:
-            from django.utils import autoreload
+            from django_wurk.management import reload
 
-            autoreload.run_with_reloader(self._run)
+            code = reload.run(lambda signals: self._run(signals=signals))
+            if code:
+                raise SystemExit(code)
         elif config.processes > 1 or config.max_memory_mb:
             self._run_swarm()
         else:
@@ -210,7 +215,7 @@ class Command(BaseCommand):
             if server is not None:
                 server.stop()
 
-    def _run(self, owns_process: bool = True) -> None:
+    def _run(self, owns_process: bool = True, signals: SignalRelay | None = None) -> None:
         import atexit
         import threading
 
@@ -243,7 +248,10 @@ class Command(BaseCommand):
             else:
                 # Under --autoreload Django runs us in a side thread and exits the process when
                 # code changes; stop cleanly at exit so running jobs are pushed back, not dropped.
+                # OS signals reach the main thread, which hands them over (``reload``).
                 atexit.register(launcher.stop)
+                if signals is not None:
+                    signals.connect(launcher.signal)
                 launcher.run(handle_os_signals=False)
                 return
         finally:

@@ -6,7 +6,8 @@ What the three paths answer is given to it as callables, because a worker proces
 
 ``/ready`` is read from Redis, from the process hashes the heartbeat writes: a process is
 ready when Redis answers, its last heartbeat (``beat``) is at most ``ready_window`` seconds
-old, and it is not quiet (``quiet``, set by TSTP). So a TSTP shows at the next heartbeat,
+old, it is not quiet (``quiet``, set by TSTP), and it runs as many processor threads
+(``threads``) as it was given (``concurrency``). So a TSTP shows at the next heartbeat,
 and "connected to Redis" means this read worked. ``/live`` needs no Redis: a worker should
 not be restarted because Redis is down, only when the process itself stopped answering.
 """
@@ -42,12 +43,18 @@ def heartbeat_verdict(redis: Redis, identities: Sequence[str | bytes], window: f
     try:
         pipe = redis.pipeline(transaction=False)
         for identity in identities:
-            pipe.hmget(identity if isinstance(identity, bytes) else keys.process(identity), "beat", "quiet")
+            pipe.hmget(
+                identity if isinstance(identity, bytes) else keys.process(identity),
+                "beat",
+                "quiet",
+                "concurrency",
+                "threads",
+            )
         replies = pipe.execute()
         now = float(redis.time()[0])
     except RedisError as exc:
         return False, f"Redis is unreachable: {exc}"
-    for raw, (beat, quiet) in zip(identities, replies, strict=True):
+    for raw, (beat, quiet, concurrency, threads) in zip(identities, replies, strict=True):
         identity = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else raw
         try:
             age = now - float(beat)
@@ -57,7 +64,21 @@ def heartbeat_verdict(redis: Redis, identities: Sequence[str | bytes], window: f
             return False, f"{identity}: last heartbeat {age:.0f} s ago (ready_window {window:g} s)"
         if quiet == b"true":
             return False, f"{identity}: quiet"
+        short = _threads_short(concurrency, threads)
+        if short:
+            return False, f"{identity}: {short}"
     return True, f"{len(identities)} process(es) ready"
+
+
+def _threads_short(concurrency: bytes | None, threads: bytes | None) -> str:
+    """Why a process runs fewer processor threads than its ``concurrency``, or ``""``.
+
+    A hash without ``threads`` (an older worker's) says nothing either way."""
+    try:
+        running, wanted = int(threads or b""), int(concurrency or b"")
+    except ValueError:
+        return ""
+    return f"{running} of {wanted} processor threads running" if running < wanted else ""
 
 
 class HealthServer:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.features.timeouts.errors import for_limit
+from django_wurk.core.features.timeouts.errors import TimedOut, for_limit
 from django_wurk.core.features.timeouts.option import TIMEOUT, absent, seconds
 from django_wurk.core.wire import Payload
 from django_wurk.core.worker.outage import Outage
@@ -185,17 +185,40 @@ class Watchdog:
                     self.give_up(entry)
 
     def give_up(self, entry: Running) -> None:
-        """The job did not stop (blocked in C code or a socket): fail it without its thread."""
-        entry.abandoned = True
-        self.deadlines.forget(entry)
-        failure = for_limit(entry.limit)()
+        """The job did not stop (blocked in C code or a socket): fail it without its thread.
+
+        In a swarm child the process is replaced next, which ends every job still running
+        in it. Any other job already past its own timeout (stuck too, or not stopped yet)
+        would then end unrecorded, and its recovery would run it again from the start: so
+        each of those is failed with ``TimedOut`` as well, first. A timed-out job fails once
+        and is never recovered, however many time out together.
+        """
         supervised = self.control.supervised
-        what = "replacing this worker process" if supervised else "leaving its thread behind"
         logger.error(
             "job %r (%s) did not stop %g s after its timeout of %g s (blocked outside Python): "
             "recording the timeout and %s",
-            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.limit, what,
+            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.limit,
+            "replacing this worker process" if supervised else "leaving its thread behind",
         )  # fmt: skip
-        recorded = self.control.abandon(entry.thread, entry.job, failure, replace=not supervised)
-        if supervised and recorded:
-            self.control.replace_process(f"a job blocked past its timeout ({failure})")
+        failure = self._abandon(entry)
+        if not supervised or failure is None:
+            return
+        for other in self.deadlines.overdue(time.monotonic()):
+            with other.lock:
+                if other.left or other.abandoned:
+                    continue
+                logger.error(
+                    "job %r (%s) is past its timeout of %g s too: recording the timeout before "
+                    "the process is replaced",
+                    other.payload.get("jid", ""), wire.job_display_class(other.payload), other.limit,
+                )  # fmt: skip
+                self._abandon(other)
+        self.control.replace_process(f"a job blocked past its timeout ({failure})")
+
+    def _abandon(self, entry: Running) -> TimedOut | None:
+        """Record ``TimedOut`` as ``entry``'s outcome (its lock held); None if its thread got back first."""
+        entry.abandoned = True
+        self.deadlines.forget(entry)
+        failure = for_limit(entry.limit)()
+        replace = not self.control.supervised
+        return failure if self.control.abandon(entry.thread, entry.job, failure, replace=replace) else None
