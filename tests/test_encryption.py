@@ -95,16 +95,21 @@ for _cls in ENCRYPTED:
     registry.unregister(_cls.wire_name)
 
 
-@pytest.fixture(autouse=True)
-def encrypted_jobs() -> Iterator[None]:
-    for cls in ENCRYPTED:
+def registered(classes: list[type[Job]]) -> Iterator[None]:
+    """``classes`` registered for the length of one test (``yield from`` in a fixture)."""
+    for cls in classes:
         registry.register(cls)
-    received.clear()
     try:
         yield
     finally:
-        for cls in ENCRYPTED:
+        for cls in classes:
             registry.unregister(cls.wire_name)
+
+
+@pytest.fixture(autouse=True)
+def encrypted_jobs() -> Iterator[None]:
+    received.clear()
+    yield from registered(ENCRYPTED)
 
 
 @pytest.fixture

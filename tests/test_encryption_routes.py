@@ -30,7 +30,7 @@ from django_wurk.core.features.status import status_key
 from django_wurk.core.registry import registry
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
-from tests.test_encryption import KEY1, SECRET, dead, everything_in_redis, retries, running  # noqa: F401 (a fixture)
+from tests.test_encryption import KEY1, SECRET, dead, everything_in_redis, registered, retries, running  # noqa: F401 (a fixture)
 from tests.test_tracing import spans  # noqa: F401 (a fixture)
 
 #: A number only the secret bag holds, for the routes that carry numbers.
@@ -170,13 +170,7 @@ for _cls in JOBS:
 
 @pytest.fixture(autouse=True)
 def encrypted_jobs() -> Iterator[None]:
-    for cls in JOBS:
-        registry.register(cls)
-    try:
-        yield
-    finally:
-        for cls in JOBS:
-            registry.unregister(cls.wire_name)
+    yield from registered(JOBS)
 
 
 @pytest.fixture
