@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 
+from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
 from django_wurk.core.client import push_once, written_together
@@ -30,7 +31,6 @@ from django_wurk.core.engine import Wurk
 from django_wurk.core.lease import Lease
 from django_wurk.core.wire import Payload
 from django_wurk.models import OutboxEntry
-from django_wurk.transaction import at_commit
 
 logger = logging.getLogger("django_wurk.outbox")
 

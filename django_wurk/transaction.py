@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from redis.exceptions import RedisError
 
 from django_wurk import db
+from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
 from django_wurk.core.client import (
     NO_DELIVERY,
@@ -333,44 +334,6 @@ class TransactionAwarePusher:
                 exc,
             )
             self.retrier.submit(payloads, at, exc, delivery, write_group())
-
-
-class _InWriteGroup:
-    """A write run at the commit as one of its transaction's ``WriteGroup``."""
-
-    __slots__ = ("action", "group")
-
-    def __init__(self, action: Callable[[], object], group: WriteGroup) -> None:
-        self.action = action
-        self.group = group
-
-    def __call__(self) -> None:
-        with written_together(self.group):
-            self.action()
-
-
-def at_commit(action: Callable[[], object], alias: str) -> None:
-    """``transaction.on_commit`` for a write to Redis: the writes of one transaction share
-    one ``WriteGroup``, so push gates see them as written together (the second identical
-    unique job is a duplicate even if the first ran and released its lock before it was
-    written). Each stays its own callback, so a savepoint rolled back drops only its own.
-    """
-    transaction.on_commit(_InWriteGroup(action, _write_group_of(alias)), using=alias)
-
-
-def _write_group_of(alias: str) -> WriteGroup:
-    """The group of the writes already waiting for this transaction's commit, or a new one.
-
-    Read from the callbacks Django keeps for the commit (those of a rolled-back savepoint
-    are gone from it); the list is empty again after a commit or a rollback, so a group
-    never spans two transactions.
-    """
-    waiting = getattr(connections[alias], "run_on_commit", None) or ()
-    for entry in reversed(waiting):
-        callback = entry[1] if isinstance(entry, tuple) and len(entry) > 1 else None
-        if isinstance(callback, _InWriteGroup):
-            return callback.group
-    return WriteGroup()
 
 
 def install(wurk: Wurk) -> None:
