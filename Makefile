@@ -4,6 +4,10 @@
 VENV ?= .venv
 PYTHON ?= python3
 PYTEST_ARGS ?=
+# Tests run this many at a time (pytest-xdist; a module's tests stay together, in order).
+# They mostly wait on servers and processes, so four take about half the time of one on two
+# cores. 0: one at a time, in this process.
+PYTEST_WORKERS ?= 4
 BENCH_ARGS ?=
 
 BIN := $(VENV)/bin
@@ -18,7 +22,7 @@ DEMO_STAMP := $(VENV)/.django-wurk-demo-installed
 
 help:
 	@echo "make venv       create $(VENV) and install django-wurk with its test extras"
-	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest)"
+	@echo "make test       run the test suite (PYTEST_ARGS='...' is passed to pytest; PYTEST_WORKERS=4)"
 	@echo "make lint       ruff check, ruff format --check, mypy, import-linter"
 	@echo "make run        run the example project: web on http://127.0.0.1:8000/ plus a worker"
 	@echo "                (installs only what the demo needs, not the test tools)"
@@ -46,7 +50,7 @@ $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	@touch $@
 
 test: venv
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

@@ -24,6 +24,18 @@ from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
 
+
+def _config_before_ready() -> Config:
+    """Until the app is ready: an error saying what is missing (see ``django_wurk.apps``).
+
+    Imported when called, so that ``import django_wurk`` needs no Django settings."""
+    from django_wurk.apps import config_before_ready
+
+    return config_before_ready()
+
+
+wurk.set_config_loader(_config_before_ready)
+
 __all__ = [
     "Batch",
     "BatchCallback",

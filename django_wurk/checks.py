@@ -11,20 +11,23 @@ from django_wurk.core.config import ConfigError, redact_url
 
 @register(Tags.compatibility, "wurk")
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
-    """Both layers' settings: the engine's ``Config`` and the app's own ``Settings``."""
-    from django_wurk.conf import build_config, build_settings
+    """Both layers' settings (the engine's ``Config`` and the app's own ``Settings``), every
+    problem at once: a newcomer fixing one typo per ``check`` run would take many runs."""
+    from django_wurk.conf import UnreadableFile, problems
+    from django_wurk.core.config import UnknownSetting
 
     errors: list[CheckMessage] = []
-    for build in (build_config, build_settings):
-        try:
-            build()
-        except ConfigError as exc:
-            if exc.setting == "PERIODIC":
-                continue  # check_periodic reports every bad entry, not only the first
-            # An unknown key (or an unreadable file) fails both builds alike: reported once.
-            if all(e.msg != str(exc) for e in errors):
-                hint = f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment)."
-                errors.append(Error(str(exc), hint=hint, id="django_wurk.E001"))
+    for exc in problems():
+        if exc.setting == "PERIODIC" and not isinstance(exc, (UnknownSetting, UnreadableFile)):
+            continue  # check_periodic reports every bad entry, not only the first
+        if isinstance(exc, UnreadableFile):
+            hint = f"Make {exc.variable} name a readable UTF-8 file, or unset it."
+        elif isinstance(exc, UnknownSetting):
+            # Not "or WURK_<key>": an environment variable of an unknown name is never read.
+            hint = "Correct the key's name or remove it; docs/configuration.md lists every setting."
+        else:
+            hint = f"Fix WURK[{exc.setting!r}] (or WURK_{exc.setting} in the environment)."
+        errors.append(Error(str(exc), hint=hint, id="django_wurk.E001"))
     return errors
 
 
@@ -40,6 +43,41 @@ def check_registry(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         )
         for name, paths in registry.duplicates().items()
     ]
+
+
+@register("wurk")
+def check_job_modules(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W005: a job whose module only a web process imports (a view, a urls module, a form).
+
+    It enqueues fine; a worker, which imports each app's ``jobs`` module at start-up and not
+    the views, cannot run it, and every push of it retries as ``UnknownJobError`` until it
+    dies. Found here, by the job's name, rather than in the dead set days later.
+    """
+    from django.apps import apps
+
+    from django_wurk.core.registry import registry
+
+    found: list[CheckMessage] = []
+    for name in registry.undiscovered():
+        job_class = registry.resolve(name)
+        if job_class is None:
+            continue
+        module = job_class.__module__
+        app = apps.get_containing_app_config(module)
+        home = f"{app.name}.jobs" if app is not None else "the jobs module of one of your apps"
+        found.append(
+            Warning(
+                f"job {name!r} is defined in {module}, which runwurk does not import when it starts:"
+                " a worker cannot run it, and each push of it retries as UnknownJobError until it"
+                " dies",
+                hint=f"Move it to {home}, or import {module} from there: a worker imports every"
+                " installed app's jobs module (and tasks module, with TASKS or Celery's"
+                " autodiscover_tasks()) at start-up. If an AppConfig.ready() listed after"
+                " django_wurk imports it, silence this with SILENCED_SYSTEM_CHECKS.",
+                id="django_wurk.W005",
+            )
+        )
+    return found
 
 
 @register("wurk", deploy=True)
@@ -75,9 +113,10 @@ def check_periodic(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     from django_wurk.periodic import entry_problems
 
     try:
-        raw = merged_values().get("PERIODIC", ())
+        # Not stopped by an unknown key or an unreadable file elsewhere: check_settings reports those.
+        raw = merged_values(errors=[]).get("PERIODIC", ())
     except ConfigError:
-        return []  # check_settings reports it
+        return []  # settings.WURK is not a dict: check_settings reports it
     return [
         Error(
             f"WURK['PERIODIC']: {problem}",

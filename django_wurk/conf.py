@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import ipaddress
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from django_wurk.core import config as engine_config
 from django_wurk.core.config import (
     Config,
     ConfigError,
-    did_you_mean,
+    UnknownSetting,
     fields_from_mapping,
     parse_bool,
     parse_number,
@@ -136,8 +138,12 @@ def _validate(s: Settings) -> None:
         )
     if not 0 <= s.health_port <= 65535:
         raise ConfigError("HEALTH_PORT", f"must be a TCP port (1-65535, or 0 for off), got {s.health_port!r}")
-    if not s.health_bind:
-        raise ConfigError("HEALTH_BIND", "must be an address to listen on, got an empty string")
+    if not _listenable(s.health_bind):
+        raise ConfigError(
+            "HEALTH_BIND",
+            "must be an IP address to listen on (0.0.0.0, 127.0.0.1, ::) or a host name, "
+            f"got {s.health_bind!r}",
+        )
     if not s.ready_window > 0:
         raise ConfigError("READY_WINDOW", f"must be greater than 0, got {s.ready_window!r}")
     if not 0 < s.statsd_port <= 65535:
@@ -154,6 +160,20 @@ def _validate(s: Settings) -> None:
         )
 
 
+#: A host name to listen on: its labels, dot-separated (an IP address is read by ``ipaddress``).
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST_NAME = re.compile(rf"\A(?=.{{1,253}}\Z){_LABEL}(?:\.{_LABEL})*\Z")
+
+
+def _listenable(address: str) -> bool:
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        # "1.2.3.4.5" matches the labels, but a name's last label is never all digits.
+        return bool(_HOST_NAME.match(address)) and not address.rpartition(".")[2].isdigit()
+    return True
+
+
 def app_setting_names() -> list[str]:
     """The ``WURK`` keys only the Django app reads, in declaration order."""
     return [f.name.upper() for f in dataclasses.fields(Settings)]
@@ -167,6 +187,14 @@ def setting_names() -> list[str]:
 # Reading the sources --------------------------------------------------------------------
 
 
+class UnreadableFile(ConfigError):
+    """``variable`` (a ``*_FILE`` variable) names a file that cannot be read as text."""
+
+    def __init__(self, setting: str, variable: str, exc: BaseException) -> None:
+        super().__init__(setting, f"cannot read {variable}: {exc}")
+        self.variable = variable
+
+
 def settings_values() -> dict[str, Any]:
     values = getattr(django_settings, "WURK", {})
     if not isinstance(values, Mapping):
@@ -174,11 +202,21 @@ def settings_values() -> dict[str, Any]:
     return dict(values)
 
 
-def environment_values(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+def environment_values(
+    environ: Mapping[str, str] | None = None, errors: list[ConfigError] | None = None
+) -> dict[str, str]:
+    """Every ``WURK_K`` (or ``WURK_K_FILE``) set; an unreadable file is raised, or with
+    ``errors`` added to it and the variable skipped."""
     env = FileAwareMapping(env=dict(os.environ if environ is None else environ), cache=False)
     found: dict[str, str] = {}
     for name in setting_names():
-        value = _read(env, ENV_PREFIX + name)
+        try:
+            value = _read(env, ENV_PREFIX + name)
+        except ConfigError as exc:
+            if errors is None:
+                raise
+            errors.append(exc)
+            continue
         if value is not None:
             found[name] = value
     return found
@@ -196,28 +234,43 @@ def _read(env: FileAwareMapping, key: str) -> str | None:
     except KeyError:
         return None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(key.removeprefix(ENV_PREFIX), f"cannot read {key}_FILE: {exc}") from None
+        raise UnreadableFile(key.removeprefix(ENV_PREFIX), f"{key}_FILE", exc) from None
     text = str(value)
     # A secret file usually ends with a newline; that one is not part of the value.
     return text.removesuffix("\n").removesuffix("\r") if key + "_FILE" in env.env else text
 
 
 def merged_values(
-    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    errors: list[ConfigError] | None = None,
 ) -> dict[str, Any]:
-    """Every key set anywhere, the highest source winning; a key of neither layer is an error."""
+    """Every key set anywhere, the highest source winning; a key of neither layer is an error.
+
+    Errors are raised, the first one found; with ``errors``, each unreadable file and unknown
+    key is added to it instead and left out (``settings.WURK`` that is not a dict is raised).
+    """
     merged: dict[str, Any] = {}
-    fallback = fallback_redis_url(environ)  # read first: an unreadable file is an error either way
+    try:
+        fallback = fallback_redis_url(environ)  # read first: an unreadable file is an error either way
+    except ConfigError as exc:
+        if errors is None:
+            raise
+        errors.append(exc)
+        fallback = {}
     merged.update(settings_values())
-    merged.update(environment_values(environ))
+    merged.update(environment_values(environ, errors))
     merged.update({k: v for k, v in (overrides or {}).items() if v is not None})
     if "REDIS_URL" not in merged and not _shards_name_default(merged.get("SHARDS")):
         # A fallback, so it never conflicts with a SHARDS["default"] that was set explicitly.
         merged.update(fallback)
     names = setting_names()
-    for key in merged:
+    for key in list(merged):
         if key not in names:
-            raise ConfigError(key, f"unknown setting{did_you_mean(key, names)}")
+            if errors is None:
+                raise UnknownSetting(key, names)
+            errors.append(UnknownSetting(key, names))
+            del merged[key]
     return merged
 
 
@@ -248,6 +301,37 @@ def build_settings(environ: Mapping[str, str] | None = None) -> Settings:
     app_keys = set(app_setting_names())
     merged = merged_values(None, environ)
     return Settings.from_mapping({k: v for k, v in merged.items() if k in app_keys})
+
+
+def problems(environ: Mapping[str, str] | None = None) -> list[ConfigError]:
+    """Every problem of the settings, not only the first: what ``manage.py check`` reports.
+
+    Building stops at the first bad key. Here each bad key is left out once it is found and
+    the layer built again, until it builds; so a second typo is not hidden behind the first,
+    and a key that is wrong only next to another (``CONCURRENCY`` with ``CAPSULES``) is
+    reported once, by the name the error gives.
+    """
+    found: list[ConfigError] = []
+    try:
+        merged = merged_values(None, environ, found)
+    except ConfigError as exc:  # settings.WURK is not a dict: nothing else can be read
+        return [exc]
+    app_keys = set(app_setting_names())
+    layers: list[tuple[Callable[[dict[str, Any]], object], dict[str, Any]]] = [
+        (Config.from_mapping, {k: v for k, v in merged.items() if k not in app_keys}),
+        (Settings.from_mapping, {k: v for k, v in merged.items() if k in app_keys}),
+    ]
+    for build, values in layers:
+        while True:
+            try:
+                build(values)
+                break
+            except ConfigError as exc:
+                found.append(exc)
+                if exc.setting not in values:
+                    break  # it names a key not set here: leaving nothing out can fix it
+                del values[exc.setting]
+    return found
 
 
 _current: Settings | None = None

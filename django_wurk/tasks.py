@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import iscoroutinefunction
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.db import transaction
 
 if TYPE_CHECKING:  # checked against Django 6's API, which the backport mirrors
@@ -55,20 +56,38 @@ else:
         except ModuleNotFoundError as exc:
             if exc.name != "django_tasks":
                 raise  # the backport is there but something it needs is not: say that
-            # Every manage.py command imports this module when WurkBackend is configured:
-            # tell the user what to install rather than which import failed.
-            from django.core.exceptions import ImproperlyConfigured
+            from django_wurk.apps import tasks_backend_configured
 
-            raise ImproperlyConfigured(
+            needs_tasks = (
                 "TASKS uses django_wurk.tasks.WurkBackend, which needs django.tasks: Django 6 has"
                 ' it; on Django 5.2 install the backport with pip install "django-wurk[tasks]"'
                 ' and add "django_tasks" to INSTALLED_APPS.'
-            ) from None
-        from django_tasks import TaskContext, TaskResult, TaskResultStatus
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import Task, TaskError
-        from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
+            )
+            if tasks_backend_configured():
+                # Every manage.py command imports this module when WurkBackend is configured:
+                # tell the user what to install rather than which import failed.
+                raise ImproperlyConfigured(needs_tasks) from None
+
+            class Missing:
+                """Imported with no TASKS naming the backend: by something that imports every
+                installed app's tasks module (Celery's app.autodiscover_tasks(), Django's
+                autodiscover_modules("tasks")). Nothing here can run, and nothing is asked
+                to, so the module stays importable, with this in place of ``Task`` and
+                ``BaseTaskBackend``: making a task or the backend says what is missing."""
+
+                def __init__(self, *args: Any, **kwargs: Any) -> None:
+                    raise ImproperlyConfigured(needs_tasks)
+
+                def __post_init__(self) -> None:
+                    raise ImproperlyConfigured(needs_tasks)
+
+            Task = BaseTaskBackend = Missing
+        else:
+            from django_tasks import TaskContext, TaskResult, TaskResultStatus
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import Task, TaskError
+            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import task_enqueued, task_finished, task_started
 
 from django_wurk.conf import app_settings
 from django_wurk.core import coroutines, keys, wire

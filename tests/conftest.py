@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,6 +22,8 @@ from django_wurk import Config, Wurk, conf
 from django_wurk import wurk as global_wurk
 from django_wurk.conf import Settings
 from django_wurk.core.worker.launcher import Launcher
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -63,11 +66,30 @@ def start_valkey(port: int | None = None, **options: Any) -> Any:
     raise RuntimeError("could not start a Valkey server on a free port in 5 attempts")
 
 
+def per_worker(url: str) -> str:
+    """``url`` for this pytest-xdist worker: its database index less the worker's number.
+
+    Every test FLUSHes its database, so workers running side by side against one server
+    (``WURK_TEST_REDIS_URL``) must not share one: ``gw0`` keeps the index given, ``gw1``
+    takes the one below, and so on (CI gives db 15, so its workers use 15, 14, 13...).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    base, _, db = url.rpartition("/")
+    index = (int(db) if db.isdigit() else 0) - int(worker[2:])
+    if index < 0:
+        raise RuntimeError(
+            f"WURK_TEST_REDIS_URL {url!r} leaves no database index for pytest-xdist worker {worker}"
+        )
+    return f"{base}/{index}"
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     url = os.environ.get("WURK_TEST_REDIS_URL")
     if url:
-        yield url
+        yield per_worker(url)
         return
     server = start_valkey()
     try:
@@ -195,22 +217,75 @@ DATABASE_FIXTURES = frozenset(
 )  # fmt: skip
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``WURK_TEST_SCOPE=database``: only the tests that reach the database.
+#: The long tail: tests driven by whole processes or a browser, or over the hostile-data corpus.
+#: CI runs them once, in pass 1; the other passes run the tests that could fail differently
+#: there (``WURK_TEST_SCOPE``). A module outside these folders joins with ``pytestmark = tail``.
+TAIL_FOLDERS = frozenset({"hostile", "faults"})
+tail = pytest.mark.tail
 
-    CI's PostgreSQL pass runs these: it exists for transaction behaviour (on-commit pushes,
-    the outbox, the dashboard's audit rows), and the rest of the suite does not touch the
-    database, so running it there again would only repeat pass 1.
+#: A module that imports Django itself (``django_wurk`` is not ``django``).
+_IMPORTS_DJANGO = re.compile(r"^\s*(?:from|import)\s+django(?:\.|\s|$)", re.MULTILINE)
+#: Fixtures of pytest-django that need Django set up for the test.
+DJANGO_FIXTURES = DATABASE_FIXTURES | {"settings", "rf", "async_client", "django_assert_num_queries"}
+
+
+def _imports_django(path: Path, seen: dict[Path, bool] = {}) -> bool:  # noqa: B006 (a cache on purpose)
+    if path not in seen:
+        seen[path] = bool(_IMPORTS_DJANGO.search(path.read_text(encoding="utf-8")))
+    return seen[path]
+
+
+def reaches_database(item: pytest.Item) -> bool:
+    return item.get_closest_marker("django_db") is not None or bool(
+        DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
+    )
+
+
+def touches_django(item: pytest.Item) -> bool:
+    """Django itself is under test: pass 4 runs these on the newest Django."""
+    return (
+        reaches_database(item)
+        or bool(DJANGO_FIXTURES & set(getattr(item, "fixturenames", ())))
+        or _imports_django(item.path)
+        or "dashboard" in item.path.parts
+    )
+
+
+def talks_to_redis(item: pytest.Item) -> bool:
+    """The server is under test too (every test reaching Redis asks for ``redis_url``, often
+    through ``wurk`` or ``r``): pass 2 runs these on a real Redis instead of Valkey."""
+    return "redis_url" in getattr(item, "fixturenames", ())
+
+
+#: ``WURK_TEST_SCOPE``: which tests a CI pass beside pass 1 runs (never the long tail).
+SCOPES: dict[str, Callable[[pytest.Item], bool]] = {
+    "database": reaches_database,
+    "django": touches_django,
+    "redis": talks_to_redis,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks the long tail, and with ``WURK_TEST_SCOPE`` keeps only that scope's tests.
+
+    ``database``: CI's PostgreSQL pass, for transaction behaviour (on-commit pushes, the
+    outbox, the dashboard's audit rows); ``django``: the pass on the newest Django;
+    ``redis``: the pass on a real Redis (the engine, its Lua scripts, interop). Pass 1 runs
+    everything, the long tail included, so no test is left out of every pass.
     """
-    if os.environ.get("WURK_TEST_SCOPE") != "database":
+    for item in items:
+        if TAIL_FOLDERS.intersection(item.path.relative_to(ROOT).parts[1:-1]):
+            item.add_marker(tail)
+    scope = os.environ.get("WURK_TEST_SCOPE")
+    if not scope:
         return
+    if scope not in SCOPES:
+        raise pytest.UsageError(f"WURK_TEST_SCOPE={scope!r}: expected one of {', '.join(sorted(SCOPES))}")
+    wanted = SCOPES[scope]
     keep: list[pytest.Item] = []
     drop: list[pytest.Item] = []
     for item in items:
-        reaches = item.get_closest_marker("django_db") is not None or bool(
-            DATABASE_FIXTURES & set(getattr(item, "fixturenames", ()))
-        )
-        (keep if reaches else drop).append(item)
+        (keep if wanted(item) and item.get_closest_marker("tail") is None else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
     items[:] = keep

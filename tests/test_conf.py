@@ -329,6 +329,12 @@ def run(*args: str) -> tuple[str, str]:
     return out.getvalue(), err.getvalue()
 
 
+def wurk_checks(include_deployment_checks: bool = False) -> list[Any]:
+    """What ``check --tag wurk`` shows: the suite silences W005 (its test modules define jobs)."""
+    messages = run_checks(tags=["wurk"], include_deployment_checks=include_deployment_checks)
+    return [m for m in messages if not m.is_silenced()]
+
+
 def test_check_passes_with_the_test_settings() -> None:
     out, _ = run()
     assert "no issues" in out
@@ -341,7 +347,6 @@ def test_check_passes_with_the_test_settings() -> None:
         ({"TIMEOUT": -1}, "TIMEOUT"),
         ({"TIMESTAMPS": "bogus"}, "TIMESTAMPS"),
         ({"QUEUES": ["a,x"]}, "QUEUES"),
-        ({"CONCURENCY": 3}, "CONCURENCY"),
     ],
 )
 def test_check_reports_a_bad_setting_by_name(values: dict[str, Any], setting: str) -> None:
@@ -351,6 +356,55 @@ def test_check_reports_a_bad_setting_by_name(values: dict[str, Any], setting: st
     assert "django_wurk.E001" in text
     assert f"WURK[{setting!r}]" in text
     assert f"WURK_{setting}" in text  # the hint names the environment variable too
+
+
+def test_check_hints_at_no_environment_variable_for_an_unknown_key() -> None:
+    """WURK_CONCURENCY is never read: naming it sent a newcomer to set a variable for a typo."""
+    with override_settings(WURK={"CONCURENCY": 3}):
+        [error] = [m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.E001"]
+    assert error.msg == "WURK['CONCURENCY']: unknown setting; did you mean 'CONCURRENCY'?"
+    assert error.hint is not None and "WURK_CONCURENCY" not in error.hint
+    assert "Correct the key's name or remove it" in error.hint
+
+
+def test_check_reports_every_bad_setting_at_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Not one per run: two typos, three bad values (one a CAPSULES clash, one from the
+    environment, one in the app's layer) and an unreadable file, each by its name."""
+    monkeypatch.setenv("WURK_TIMEOUT", "soon")
+    monkeypatch.setenv("WURK_TAG_FILE", str(tmp_path / "missing"))
+    values = {
+        "CONCURENCY": 3,
+        "QUEUS": ["a"],
+        "CAPSULES": {"mail": {"queues": ["mail"], "concurrency": 2}},
+        "CONCURRENCY": 9,
+        "HEARTBEAT_INTERVAL": 0,
+        "ENQUEUE": "later",
+    }
+    with override_settings(WURK=values):
+        errors = [m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.E001"]
+    named = sorted(m.msg.split("]")[0] + "]" for m in errors)
+    assert named == sorted(
+        [
+            "WURK['CONCURENCY']",
+            "WURK['QUEUS']",
+            "WURK['CONCURRENCY']",
+            "WURK['HEARTBEAT_INTERVAL']",
+            "WURK['TIMEOUT']",
+            "WURK['TAG']",
+            "WURK['ENQUEUE']",
+        ]
+    ), [m.msg for m in errors]
+
+
+@pytest.mark.parametrize("variable", ["WURK_REDIS_URL_FILE", "REDIS_URL_FILE"])
+def test_check_hints_at_the_file_variable_for_an_unreadable_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, variable: str
+) -> None:
+    monkeypatch.setenv(variable, str(tmp_path / "nope"))
+    with override_settings(WURK={}):
+        [error] = [m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.E001"]
+    assert f"cannot read {variable}" in error.msg
+    assert error.hint == f"Make {variable} name a readable UTF-8 file, or unset it."
 
 
 def test_check_reports_a_bad_environment_value(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -372,22 +426,22 @@ def test_deploy_check_warns_when_redis_does_not_answer() -> None:
         _, err = run("--deploy", "--tag", "wurk")
         assert "django_wurk.W001" in err
         assert "127.0.0.1:1" in err and "sekrit" not in err
-        ids = [m.id for m in run_checks(tags=["wurk"], include_deployment_checks=True)]
+        ids = [m.id for m in wurk_checks(include_deployment_checks=True)]
         assert ids == ["django_wurk.W001"]
         # A warning, not an error: a deploy can go on while Redis is down.
         run("--deploy")
         # It opens a connection, so a plain `check` (even one limited to the tag) skips it.
-        assert [m.id for m in run_checks(tags=["wurk"])] == []
+        assert [m.id for m in wurk_checks()] == []
 
 
 def test_deploy_check_is_quiet_when_redis_answers(redis_url: str) -> None:
     with override_settings(WURK={"REDIS_URL": redis_url}):
-        assert run_checks(tags=["wurk"], include_deployment_checks=True) == []
+        assert wurk_checks(include_deployment_checks=True) == []
 
 
 def test_deploy_check_leaves_a_bad_config_to_the_settings_check() -> None:
     with override_settings(WURK={"CONCURRENCY": "abc"}):
-        ids = [m.id for m in run_checks(tags=["wurk"], include_deployment_checks=True)]
+        ids = [m.id for m in wurk_checks(include_deployment_checks=True)]
     assert ids == ["django_wurk.E001"]
 
 
@@ -402,3 +456,70 @@ def test_a_secret_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> Non
     with pytest.raises(ConfigError) as err:
         environment_values({"WURK_REDIS_URL_FILE": str(bad)})
     assert err.value.setting == "REDIS_URL" and "cannot read WURK_REDIS_URL_FILE" in str(err.value)
+
+
+# Without the app ------------------------------------------------------------------------
+
+APP_MISSING_SCRIPT = """
+import sys
+from django.conf import settings
+{configure}
+from django_wurk import job
+
+@job
+def hello() -> None:
+    pass
+
+from django.core.exceptions import ImproperlyConfigured
+try:
+    jid = hello.perform_async()
+except ImproperlyConfigured as exc:
+    print("refused:", exc)
+else:
+    print("pushed", jid)
+"""
+
+CONFIGURE_WITHOUT_THE_APP = """
+settings.configure(
+    INSTALLED_APPS=["django.contrib.contenttypes"],
+    DATABASES={{"default": {{"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}}},
+    WURK={{"REDIS_URL": {url!r}}},
+)
+import django
+django.setup()
+"""
+
+
+@pytest.mark.parametrize(
+    ("extra", "refusal"),
+    [
+        ("", 'refused: add "django_wurk" to INSTALLED_APPS: without its app nothing reads settings.WURK'),
+        # Configured, but django.setup() not called yet (the app would be, but is not, loaded):
+        ("!", "refused: django_wurk is used before Django has loaded its apps"),
+        # No settings at all:
+        ("?", "refused: django_wurk is used before Django's settings are configured"),
+    ],
+)
+def test_a_push_without_the_app_fails_naming_the_fix(
+    redis_url: str, r: Any, extra: str, refusal: str
+) -> None:
+    """Before: it went to redis://127.0.0.1:6379/0 with WURK, WURK_* and on-commit all unread."""
+    import subprocess
+    import sys
+
+    configure = CONFIGURE_WITHOUT_THE_APP.format(url=redis_url)
+    if extra == "!":
+        configure = configure.replace("import django\ndjango.setup()", "")
+    elif extra == "?":
+        configure = ""
+    proc = subprocess.run(
+        [sys.executable, "-c", APP_MISSING_SCRIPT.format(configure=configure)],
+        cwd=Path(__file__).resolve().parents[1],
+        env={"PATH": "/usr/bin:/bin", "WURK_REDIS_URL": redis_url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(refusal), proc.stdout
+    assert r.llen("queue:default") == 0

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from django_wurk import Wurk
-from tests.conftest import free_port, wait_for
+from tests.conftest import free_port, tail, wait_for
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "example_project"
 

@@ -52,7 +52,8 @@ def test_term_saves_the_cursor_and_the_job_resumes_there(
     stop_later.append(successor)
     wait_for(lambda: r.llen("seen:walker-done") == 1, timeout=60)
     assert walked(r) == list(range(ITEMS))  # no item twice, none skipped
-    assert not r.exists(f"it-{jid}")  # the state is gone once the job is complete
+    # The state is gone once the job is complete (cleared after on_complete, which recorded "done").
+    wait_for(lambda: not r.exists(f"it-{jid}"))
     successor.send_signal(signal.SIGTERM)
     successor.communicate(timeout=30)
 
@@ -81,7 +82,7 @@ def test_after_kill_9_the_job_resumes_from_the_last_checkpoint(
     stop_later.append(successor)
     wait_for(lambda: r.llen("seen:walker-done") == 1, timeout=60)
     assert walked(r) == first_run + list(range(checkpoint, ITEMS))
-    assert not r.exists(f"it-{jid}")
+    wait_for(lambda: not r.exists(f"it-{jid}"))  # cleared after on_complete recorded "done"
     successor.send_signal(signal.SIGTERM)
     successor.communicate(timeout=30)
 

@@ -419,6 +419,53 @@ def test_the_leader_sends_the_fleet_s_gauges_once_under_sidekiq_pro_names(wurk: 
     assert "sidekiq.dead:99|g" not in lines
 
 
+def listening_on(port: int) -> set[str]:
+    """The local addresses of the sockets listening on TCP ``port``, as the kernel lists them."""
+    import ipaddress
+
+    found = set()
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        with open(table, encoding="ascii") as f:
+            for line in f.readlines()[1:]:
+                local, state = line.split()[1], line.split()[3]
+                address, _, hex_port = local.partition(":")
+                if state == "0A" and int(hex_port, 16) == port:  # LISTEN
+                    raw = bytes.fromhex(address)
+                    # Each 32-bit word is in the host's (little-endian) order.
+                    packed = b"".join(raw[i : i + 4][::-1] for i in range(0, width, 4))
+                    found.add(str(ipaddress.ip_address(packed)))
+    return found
+
+
+def test_the_health_port_listens_where_health_bind_says(
+    redis_url: str, stop_later: list[subprocess.Popen[str]]
+) -> None:
+    """Every IPv4 interface by default (the kubelet probes, and Prometheus scrapes, the pod's
+    IP); --health-bind (or HEALTH_BIND) narrows it, to loopback here, or serves IPv6."""
+    for args, env, address, url_host in (
+        ((), {}, "0.0.0.0", "127.0.0.1"),
+        (("--health-bind", "127.0.0.1"), {"WURK_HEALTH_BIND": "0.0.0.0"}, "127.0.0.1", "127.0.0.1"),
+        (("--health-bind", "::1"), {}, "::1", "[::1]"),
+    ):
+        port = free_port()
+        proc = start(redis_url, "-c", "1", "--health-port", str(port), *args, **env)
+        stop_later.append(proc)
+        wait_for(lambda: listening_on(port), timeout=60)  # noqa: B023 - used before the next turn
+        assert listening_on(port) == {address}
+        with urllib.request.urlopen(f"http://{url_host}:{port}/live", timeout=10) as response:
+            assert response.status == 200
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode == 0, stderr
+
+
+def test_a_bad_health_bind_fails_at_start_up_naming_it(redis_url: str) -> None:
+    proc = start(redis_url, "--health-port", str(free_port()), "--health-bind", "every interface")
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "--health-bind: WURK['HEALTH_BIND']: must be an IP address" in stderr and "Traceback" not in stderr
+
+
 def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -436,6 +483,9 @@ def test_a_health_port_in_use_stops_the_worker_naming_the_setting(redis_url: str
         ("HEALTH_PORT", -1),
         ("HEALTH_PORT", 65536),
         ("HEALTH_BIND", ""),
+        ("HEALTH_BIND", "localhost:9191"),
+        ("HEALTH_BIND", "every interface"),
+        ("HEALTH_BIND", "10.0.0.300"),
         ("READY_WINDOW", 0),
         ("READY_WINDOW", float("nan")),
         ("STATSD_PORT", 0),

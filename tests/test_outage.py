@@ -182,3 +182,54 @@ def test_ride_out_raises_anything_but_an_outage_at_once() -> None:
     with pytest.raises(ValueError, match="Out of range"):
         outage.ride_out(write, time.monotonic() + 60, lambda exc: None)
     assert attempts == [1]
+
+
+def test_a_write_with_nothing_to_send_is_not_taken_for_redis_coming_back(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A processor thread leaving during an outage acknowledges nothing, which needs no Redis:
+    that logged "reachable again after 166 failed attempts" while Redis was still down."""
+    outage = Outage("redis://127.0.0.1:6379/0")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
+    down = unreachable_redis()
+
+    def leave() -> None:
+        for _ in range(3):  # its loop's fetches fail
+            try:
+                down.ping()
+            except RedisError as exc:
+                outage.failed(exc)
+        outage.ride_out(lambda: None, time.monotonic() + 60, lambda exc: None)  # nothing to acknowledge
+
+    in_thread(leave)
+    messages = logged(caplog)
+    assert len(messages) == 1 and "unreachable" in messages[0]
+    # A write that did fail first, then went through, does end the outage.
+    attempts: list[int] = []
+
+    def write() -> None:
+        attempts.append(1)
+        if len(attempts) < 3:
+            down.ping()
+
+    in_thread(lambda: outage.ride_out(write, time.monotonic() + 60, lambda exc: None))
+    assert logged(caplog)[-1].endswith("reachable again after 5 failed attempts")
+
+
+def test_an_answer_no_wait_can_change_is_reported_as_a_refusal_not_an_outage(
+    r: redis_lib.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the start (which such an answer stops, see worker/preflight.py): Redis restarted
+    with fewer databases, say. The log says what to fix instead of "unreachable"."""
+    outage = Outage("redis://127.0.0.1:6379/99")
+    caplog.set_level(logging.INFO, logger="django_wurk.redis")
+    where = r.connection_pool.connection_kwargs
+    missing_db = redis_lib.Redis(host=where["host"], port=where["port"], db=99, retry=Retry(NoBackoff(), 0))
+    with pytest.raises(RedisError) as err:
+        missing_db.ping()
+    in_thread(lambda: (outage.failed(err.value), outage.failed(err.value)))
+    [message] = logged(caplog)
+    assert message == (
+        "Redis at redis://127.0.0.1:6379/99 refuses this worker: it has no database of the number the URL"
+        " ends with: DB index is out of range; retrying with back-off"
+    )

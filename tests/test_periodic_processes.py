@@ -19,9 +19,11 @@ import pytest
 
 from django_wurk import Wurk
 from django_wurk.api import LoopSet, current_leader
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.jobsapp import jobs
 from tests.test_runwurk import identity_of, start
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 EVERY_MINUTE = json.dumps(
     [{"cron": "* * * * *", "job": "tests.jobsapp.jobs.PeriodicTick", "args": ["minute"]}]

@@ -53,3 +53,29 @@ def test_redefining_the_same_job_path_is_not_a_duplicate() -> None:
         assert name not in registry.duplicates()
     finally:
         registry.unregister(name)
+
+
+def test_a_job_no_worker_imports_is_named_by_check_with_where_to_move_it() -> None:
+    """W005: defined where only a web process looks (a views module here), a job enqueues fine
+    and fails on every worker with UnknownJobError; ``check`` names it and its app's jobs module."""
+    views_job = type("Receipt", (Job,), {"__module__": "tests.jobsapp.views", "perform": lambda self: None})
+
+    class Loose(Job):  # in a test module, which belongs to no installed app
+        def perform(self) -> None:
+            pass
+
+    try:
+        warnings = {m.msg.split("'")[1]: m for m in run_checks(tags=["wurk"]) if m.id == "django_wurk.W005"}
+        receipt = warnings["tests.jobsapp.views.Receipt"]
+        assert "defined in tests.jobsapp.views, which runwurk does not import" in receipt.msg
+        assert receipt.hint is not None and receipt.hint.startswith(
+            "Move it to tests.jobsapp.jobs, or import tests.jobsapp.views from there"
+        )
+        loose = warnings[f"{__name__}.{Loose.__qualname__}"]
+        assert loose.hint is not None and "Move it to the jobs module of one of your apps" in loose.hint
+        # Every job the jobs modules define (and what they import) is known to a worker.
+        assert not any(name.startswith("tests.jobsapp.jobs.") for name in warnings)
+        assert "tests.jobsapp.jobs.echo" in registry.names()
+    finally:
+        registry.unregister(views_job.wire_name)
+        registry.unregister(Loose.wire_name)

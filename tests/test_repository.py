@@ -17,6 +17,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from tests import vectors
+from tests.conftest import tail
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,18 +97,14 @@ def test_ci_fails_when_no_redis_answers_for_its_real_redis_pass(tmp_path: Path) 
     assert not calls.exists() or calls.read_text().splitlines() == []
 
 
-def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp_path: Path) -> None:
-    """Passes run two at a time to stay under 30 minutes; each must still run, with its own
-    server, and a failure in the pass run beside another must fail CI, not vanish in a log."""
+def run_ci(tmp_path: Path, make: str, **env: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``.ci/run`` with ``make`` (and the system tools) as stand-ins: only the script's own
+    decisions are under test. The make calls, as ``REDIS_URL|DATABASE_URL|SCOPE|arguments``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "make-calls"
-    # The PostgreSQL pass (run beside pass 1, after its soak tests) fails; everything else passes.
     stub(
-        bin_dir,
-        "make",
-        f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$WURK_TEST_SCOPE|$*" >> "{calls}"; '
-        'if [ -n "$DATABASE_URL" ]; then echo "pg pass output"; exit 3; fi',
+        bin_dir, "make", f'echo "$WURK_TEST_REDIS_URL|$DATABASE_URL|$WURK_TEST_SCOPE|$*" >> "{calls}"; {make}'
     )
     stub(bin_dir, "dpkg-query", "echo 'install ok installed'")
     stub(bin_dir, "redis-cli", "echo PONG")
@@ -114,25 +113,64 @@ def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp
     proc = subprocess.run(
         ["bash", str(ROOT / ".ci" / "run")],
         env={
-            **{k: v for k, v in os.environ.items() if k not in ("WURK_TEST_REDIS_URL", "DATABASE_URL")},
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if k not in ("WURK_TEST_REDIS_URL", "DATABASE_URL", "WURK_TEST_SCOPE")
+                and not k.startswith("CI_")
+            },
             "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+            **env,
         },
         capture_output=True,
         text=True,
         timeout=60,
     )
+    made = calls.read_text().splitlines() if calls.exists() else []
+    venv6 = env.get("CI_VENV6", ".venv-django6")
+    return proc, [line.replace(str(bin_dir), "BIN").replace(venv6, "VENV6") for line in made]
+
+
+PG = "postgres://postgres@127.0.0.1:5432/wurk"
+STAGE_1 = [
+    "|||venv VENV=VENV6 PYTHON=BIN/python3.14",
+    "|||lint",
+    "|||test PYTEST_WORKERS=0 PYTEST_ARGS=-m soak",
+    '|||test PYTEST_ARGS=-m "not soak"',
+    f'|{PG}|database|test PYTEST_WORKERS=2 PYTEST_ARGS=-m "not soak"',
+]
+
+
+def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp_path: Path) -> None:
+    """Passes run two at a time to stay under 12 minutes; each must still run, with its own
+    server, and a failure in the pass run beside another must fail CI, not vanish in a log."""
+    # The PostgreSQL pass (run beside pass 1, after the soak) fails; everything else passes.
+    proc, made = run_ci(tmp_path, 'if [ -n "$DATABASE_URL" ]; then echo "pg pass output"; exit 3; fi')
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "pg pass output" in proc.stdout
     assert "failed (exit 3)" in proc.stdout
-    pg = "postgres://postgres@127.0.0.1:5432/wurk"
-    assert sorted(calls.read_text().splitlines()) == sorted(
+    assert sorted(made) == sorted(STAGE_1)
+
+
+def test_ci_runs_each_scope_in_its_pass_and_prints_every_pass_time(tmp_path: Path) -> None:
+    """Pass 1 runs everything; pass 2 the tests that talk to Redis, on a real one; pass 3 the
+    database's, on PostgreSQL; pass 4 Django's, on Django 6 (tests/conftest.py's scopes)."""
+    venv6 = tmp_path / "venv6"
+    (venv6 / "bin").mkdir(parents=True)
+    stub(venv6 / "bin", "python", "echo Django 6.0")  # the stand-in for pass 4's interpreter
+    proc, made = run_ci(tmp_path, "true", CI_VENV6=str(venv6))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert sorted(made) == sorted(
         [
-            "|||lint",
-            "|||test PYTEST_ARGS=-m soak",
-            '|||test PYTEST_ARGS=-m "not soak"',
-            f'|{pg}|database|test PYTEST_ARGS=-m "not soak"',
+            *STAGE_1,
+            '||django|test VENV=VENV6 PYTHON=BIN/python3.14 PYTEST_WORKERS=3 PYTEST_ARGS=-m "not soak"',
+            'redis://127.0.0.1:6379/15||redis|test PYTEST_WORKERS=3 PYTEST_ARGS=-m "not soak"',
         ]
     )
+    times = proc.stdout[proc.stdout.index("=== times ===") :]
+    for name in ("lint", "pass 1 (everything, Valkey)", "pass 2 (Redis 7)", "pass 3 (PostgreSQL)",
+                 "pass 4 (Django 6)", "the soak", "the whole run"):  # fmt: skip
+        assert f" s  {name}" in times, times
 
 
 def test_hiredis_comes_with_a_plain_install_and_the_old_extra_still_resolves() -> None:

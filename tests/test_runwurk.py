@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
-from tests.conftest import start_valkey, wait_for
+from tests.conftest import start_valkey, tail, wait_for
 from tests.jobsapp import jobs
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,11 +16,12 @@ from typing import Any
 
 from django_wurk import Wurk
 from tests import test_runwurk
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.jobsapp import jobs
 from tests.test_runwurk import start
 
 stop_later = test_runwurk.stop_later  # the fixture, shared
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 
 def workers_of(r: Any) -> set[str]:

@@ -29,9 +29,11 @@ from django_wurk import Config, EnqueueError
 from django_wurk import wurk as global_wurk
 from django_wurk.core.config import ConfigError, parse_sentinel_url, redact_url
 from django_wurk.core.connection import Line
-from tests.conftest import free_port, start_valkey, wait_for
+from tests.conftest import free_port, start_valkey, tail, wait_for
 from tests.jobsapp import jobs
 from tests.test_runwurk import ROOT, worker_env
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 SERVICE = "mymaster"
 
@@ -196,7 +198,7 @@ def test_manage_py_check_names_a_bad_sentinel_url(
     monkeypatch: pytest.MonkeyPatch, clean_environment: None
 ) -> None:
     monkeypatch.setenv("WURK_REDIS_URL", "redis+sentinel://127.0.0.1:26379")
-    errors = [message for message in run_checks() if message.id and message.id.startswith("django_wurk")]
+    errors = [m for m in run_checks() if m.id and m.id.startswith("django_wurk.E")]
     assert any("REDIS_URL" in message.msg and "no service name" in message.msg for message in errors), errors
 
 

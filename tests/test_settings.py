@@ -234,7 +234,6 @@ def run(*args: str) -> str:
         ({"PUSH_RETRIES": -1}, "PUSH_RETRIES"),
         ({"DASHBOARD_STATS_TOKEN": "short"}, "DASHBOARD_STATS_TOKEN"),
         ({"DASHBOARD_READ_ONLY": "maybe"}, "DASHBOARD_READ_ONLY"),
-        ({"OUTBX_RELAY_INTERVAL": 1}, "OUTBX_RELAY_INTERVAL"),
         ({"HISTORY_INTERVAL": 0}, "HISTORY_INTERVAL"),
         ({"HISTORY_RETENTION": -1}, "HISTORY_RETENTION"),
     ],

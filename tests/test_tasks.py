@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -209,22 +210,57 @@ execute_from_command_line(["manage.py", "check"])
 """
 
 
-def test_without_the_backport_every_command_says_which_extra_to_install() -> None:
-    import subprocess
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` in a fresh Python, from the repository's root."""
     import sys
     from pathlib import Path
 
-    proc = subprocess.run(
-        [sys.executable, "-c", BLOCKED_SCRIPT],
+    return subprocess.run(
+        [sys.executable, "-c", script],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_without_the_backport_every_command_says_which_extra_to_install() -> None:
+    proc = run_script(BLOCKED_SCRIPT)
     assert proc.returncode == 1
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("django.core.exceptions.ImproperlyConfigured: "), proc.stderr
     assert 'pip install "django-wurk[tasks]"' in last and "django_wurk.tasks.WurkBackend" in last
+
+
+CELERY_LAYOUT_SCRIPT = BLOCKED_SCRIPT.replace(
+    '    TASKS={"default": {"BACKEND": "django_wurk.tasks.WurkBackend"}},\n', ""
+).replace(
+    "from django.core.management import",
+    # proj/celery.py, imported from proj/__init__.py as docs/migrate-from-celery.md says
+    'from django_wurk.celery import Celery\napp = Celery("proj")\napp.autodiscover_tasks()\n'
+    "from django.core.management import",
+)
+
+
+def test_without_the_backport_celerys_autodiscovery_leaves_every_command_working() -> None:
+    """autodiscover_tasks() imports every installed app's tasks module, django_wurk.tasks
+    included, and no TASKS names the backend: that must not stop every manage.py command."""
+    assert "TASKS=" not in CELERY_LAYOUT_SCRIPT and "autodiscover_tasks()" in CELERY_LAYOUT_SCRIPT
+    script = CELERY_LAYOUT_SCRIPT + (
+        "import django_wurk.tasks as t\n"
+        "assert 'django_wurk.tasks' in sys.modules\n"
+        "from django.core.exceptions import ImproperlyConfigured\n"
+        "try:\n"
+        "    t.WurkBackend('default', {})\n"
+        "except ImproperlyConfigured as exc:\n"
+        "    print('made:', exc)\n"
+    )
+    proc = run_script(script)
+    assert proc.returncode == 0, proc.stderr
+    assert "System check identified no issues" in proc.stdout
+    # The backend itself, made anyway, still says what to install.
+    assert "made: TASKS uses django_wurk.tasks.WurkBackend" in proc.stdout
+    assert 'pip install "django-wurk[tasks]"' in proc.stdout
 
 
 def python_blocks(markdown: str) -> list[str]:

@@ -40,6 +40,13 @@ class ConfigError(ValueError):
         self.setting = setting
 
 
+class UnknownSetting(ConfigError):
+    """A ``WURK`` key no layer reads (a typo, most often): it has no environment variable either."""
+
+    def __init__(self, setting: str, known: Mapping[str, Any] | list[str]) -> None:
+        super().__init__(setting, f"unknown setting{did_you_mean(setting, known)}")
+
+
 @dataclass(frozen=True)
 class QueueSpec:
     """A queue a worker listens to; weight 0 everywhere means strict order."""
@@ -239,7 +246,7 @@ def fields_from_mapping(
     for key, raw in values.items():
         f = known.get(key)
         if f is None:
-            raise ConfigError(key, f"unknown setting{did_you_mean(key, known)}")
+            raise UnknownSetting(key, known)
         kwargs[f.name] = coerce(key, f, raw)
     return kwargs
 

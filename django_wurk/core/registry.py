@@ -26,6 +26,8 @@ class Registry:
     def __init__(self) -> None:
         self._jobs: dict[str, type[Job]] = {}
         self._duplicates: dict[str, list[str]] = {}
+        #: The names registered when start-up discovery ended (``mark_discovered``).
+        self._discovered: frozenset[str] | None = None
         self._lock = threading.Lock()
 
     def register(self, job_class: type[Job]) -> None:
@@ -58,6 +60,19 @@ class Registry:
 
     def names(self) -> list[str]:
         return sorted(self._jobs)
+
+    def mark_discovered(self) -> None:
+        """Start-up discovery is over (every app's ``jobs`` module is imported): what is
+        registered now, every worker process registers too."""
+        with self._lock:
+            self._discovered = frozenset(self._jobs)
+
+    def undiscovered(self) -> list[str]:
+        """The names registered since ``mark_discovered``: jobs whose module only something
+        after start-up imported (a view), which a worker may never know. Empty before it."""
+        with self._lock:
+            discovered = self._discovered
+            return [] if discovered is None else sorted(set(self._jobs) - discovered)
 
     def duplicates(self) -> dict[str, list[str]]:
         """Wire names claimed twice (kept for ``manage.py check``)."""

@@ -19,7 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from tests import test_runwurk
+from tests.conftest import tail
 from tests.test_runwurk import worker_env
+
+pytestmark = tail  # runs once, in CI's pass 1 (tests/conftest.py)
 
 stop_later = test_runwurk.stop_later  # the fixture that kills subprocesses a test left running
 

@@ -11,6 +11,7 @@ import pytest
 
 from django_wurk import Batch, Wurk
 from django_wurk.core.worker import Launcher
+from tests.conftest import tail
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     BASE,
     XSS,
@@ -26,7 +27,7 @@ from tests.jobsapp.batch_jobs import Recorder
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def test_the_progress_page_follows_a_batch_to_its_success(

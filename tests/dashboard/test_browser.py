@@ -24,7 +24,7 @@ from django_wurk import Config, Wurk
 from django_wurk.conf import Settings
 from django_wurk.core import keys, wire
 from django_wurk.core.worker import Launcher
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.dashboard.conftest import add_process, failed, make_user, payload, push, write_metrics, zadd
 from tests.jobsapp import jobs
 
@@ -46,7 +46,7 @@ BASE = "/admin/django_wurk/dashboard/"
 XSS = "<script>window.__xss=1</script>"
 XSS_IMG = '<img src=x onerror="window.__xss=2">'
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def browser_problem() -> str | None:

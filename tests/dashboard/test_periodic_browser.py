@@ -16,7 +16,7 @@ from django_wurk.api import LoopSet, current_leader
 from django_wurk.core.features.periodic import LoopSpec, install, keys
 from django_wurk.core.features.periodic.cron import Cron
 from django_wurk.core.worker import Launcher
-from tests.conftest import wait_for
+from tests.conftest import tail, wait_for
 from tests.dashboard.test_browser import (  # noqa: F401 - fixtures
     BASE,
     XSS,
@@ -31,7 +31,7 @@ from tests.jobsapp import jobs
 if TYPE_CHECKING:
     from playwright.sync_api import Page
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow, tail]  # tail: CI's pass 1 only
 
 
 def test_pause_and_enqueue_a_loop_from_the_periodic_tab(

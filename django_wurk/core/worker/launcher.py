@@ -29,9 +29,11 @@ from typing import TYPE_CHECKING, NoReturn
 from redis.exceptions import RedisError
 
 from django_wurk.core import keys
+from django_wurk.core.config import DEFAULT_SHARD, ConfigError
 from django_wurk.core.worker.heartbeat import Heartbeat
 from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.preflight import preflight
 from django_wurk.core.worker.reaper import Reaper
 from django_wurk.core.worker.scheduler import Poller
 from django_wurk.core.worker.service import REPLACE_ME, build_watchers, supervised
@@ -55,7 +57,9 @@ class Launcher:
         self.wurk = wurk
         self.config = wurk.config
         self.identity = f"{self.config.hostname}:{os.getpid()}:{os.urandom(6).hex()}"
-        self.outage = Outage(self.config.redis_url)
+        #: The Redis this process works: its shard's (``--shard``), which its loops report on.
+        self.redis_url = self.config.shard_url(self.config.shard)
+        self.outage = Outage(self.redis_url)
         self.stats = Stats()
         #: One manager per capsule (``WURK["CAPSULES"]``), each with its own threads, queues and
         #: private lists; without capsules, the one ``default`` manager.
@@ -96,6 +100,12 @@ class Launcher:
     # Lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """Start every thread; a Redis that can never take this worker raises ``ConfigError``
+        first, naming the setting (see ``worker.preflight``), and nothing is started."""
+        refused = preflight(self.wurk.redis.ping, self.redis_url)
+        if refused is not None:
+            setting = "REDIS_URL" if self.config.shard == DEFAULT_SHARD else "SHARDS"
+            raise ConfigError(setting, refused)
         for m in self.managers:
             logger.info(
                 "starting %s%s: concurrency %d, queues %s",

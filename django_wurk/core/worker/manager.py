@@ -31,6 +31,14 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("django_wurk.manager")
 
+#: Seconds a stop waits for an unreachable Redis to take unfinished jobs back, past the shutdown
+#: timeout: a stop must end within it (Kubernetes's default grace is Sidekiq's 25 s and 5 more),
+#: and with reliable fetch nothing is lost by giving up (the jobs stay in the private lists,
+#: which another worker's reaper recovers); with basic fetch their payloads go to the log.
+PUSH_BACK_WITHIN = 2.0
+#: The same for the sweep of the private lists when no job was running: nothing is in memory.
+SWEEP_WITHIN = 1.0
+
 
 def interrupt(thread: threading.Thread) -> None:
     """Raise ``Shutdown`` in another thread at its next bytecode (C calls run to completion)."""
@@ -281,14 +289,14 @@ class Manager:
         unfinished = self.work.interrupt_unfinished(interrupt)
         if not unfinished:
             if self.config.fetch == "reliable":
-                self._push_back([], deadline=time.monotonic() + max(timeout, 5.0))  # leftovers, if any
+                self._push_back([], deadline=time.monotonic() + SWEEP_WITHIN)  # leftovers, if any
             return 0
         # Let interrupted threads unwind, then push back whatever still has not finished.
         grace = time.monotonic() + 1.0
         for work in unfinished:
             work.thread.join(max(0.0, grace - time.monotonic()))
         requeue = self.work.still_unfinished(unfinished)
-        self._push_back(requeue, deadline=time.monotonic() + max(timeout, 5.0))
+        self._push_back(requeue, deadline=max(deadline, time.monotonic() + PUSH_BACK_WITHIN))
         return len(requeue)
 
     def _push_back(self, units: list[UnitOfWork], deadline: float) -> None:

@@ -11,6 +11,7 @@ from typing import TypeVar
 from redis.exceptions import RedisError
 
 from django_wurk.core.config import redact_url
+from django_wurk.core.worker.preflight import incurable
 
 logger = logging.getLogger("django_wurk.redis")
 
@@ -58,7 +59,11 @@ class Outage:
             if report:
                 self._reported = True
         if report:
-            logger.error("Redis at %s is unreachable (%s); retrying with back-off", self._url, exc)
+            why = incurable(exc)
+            if why is None:
+                logger.error("Redis at %s is unreachable (%s); retrying with back-off", self._url, exc)
+            else:  # after the start (which such an answer stops): say what to fix, not "unreachable"
+                logger.error("Redis at %s refuses this worker: %s; retrying with back-off", self._url, why)
 
     def recovered(self) -> None:
         if not self._failing_threads:  # and so nothing reported: a reported outage has a failing thread
@@ -88,15 +93,22 @@ class Outage:
         the last error and its result returned, so the caller says what is lost and where
         (the log, at CRITICAL, is the last place a job's payload can be kept). Any other
         exception is not an outage and is raised at once: trying again would fail the same way.
+
+        Only a success after a failure here ends this thread's part in an outage: one at the
+        first try proves nothing when ``action`` had nothing to send (a thread acknowledging
+        no job on its way out of an outage logged "reachable again" while Redis was down).
         """
+        failed = False
         while True:
             try:
                 result = action()
             except RedisError as exc:
+                failed = True
                 self.failed(exc)
                 if time.monotonic() > deadline:
                     return on_give_up(exc)
                 time.sleep(self.backoff())
                 continue
-            self.recovered()
+            if failed:
+                self.recovered()
             return result

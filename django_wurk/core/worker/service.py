@@ -39,6 +39,10 @@ def build(wurk: Wurk, identity: str, outage: Outage) -> list[Service]:
 #: The exit status of a worker process that asks its supervisor to replace it (a job it
 #: cannot stop, see ``JobControl.replace_process``): replaced at once, not counted as a crash.
 REPLACE_ME = 75
+#: The exit status of a worker process that cannot start and never will as configured (a
+#: Redis that refuses it, see ``worker.preflight``): its supervisor stops instead of forking
+#: replacements that fail the same way. sysexits' EX_CONFIG.
+CANNOT_START = 78
 
 _supervised = False
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from django_wurk.core.worker.service import REPLACE_ME, mark_supervised
+from django_wurk.core.worker.service import CANNOT_START, REPLACE_ME, mark_supervised
 
 logger = logging.getLogger("django_wurk.swarm")
 
@@ -151,11 +151,22 @@ class Swarm:
                 self.tell_children(FORWARDED[name])
             elif name == "USR1":
                 self.rolling_restart()
-            self.replace_dead()
+            if not self.replace_dead():
+                return self.shutdown(CANNOT_START)
             self.recycle_bloated()
 
-    def replace_dead(self) -> None:
+    def replace_dead(self) -> bool:
+        """Start a process in each dead one's place; False, starting no more, once one could not
+        start for a reason its replacement would meet too (``CANNOT_START``)."""
         for child, code in self.reap():
+            if code == CANNOT_START and not child.stopping:
+                logger.error(
+                    "worker process %d (slot %d) cannot start as configured (its error is above);"
+                    " stopping the other worker processes and exiting",
+                    child.pid,
+                    child.index,
+                )
+                return False
             if child.stopping:
                 logger.info("worker process %d (slot %d) exited (%s)", child.pid, child.index, code)
             elif code == REPLACE_ME:
@@ -168,6 +179,7 @@ class Swarm:
                 self._backoff_if_crash_looping()
             if not self.stopping:
                 self.spawn(child.index)
+        return True
 
     def _backoff_if_crash_looping(self) -> None:
         now = time.monotonic()
@@ -227,7 +239,8 @@ class Swarm:
         except (ProcessLookupError, ChildProcessError):
             pass
 
-    def shutdown(self) -> int:
+    def shutdown(self, status: int = 0) -> int:
+        """Stop every child (TERM, then KILL past the timeout); returns ``status``, the exit status."""
         self.stopping = True
         logger.info("supervisor stopping %d worker processes", len(self.children))
         for child in self.children.values():
@@ -247,4 +260,4 @@ class Swarm:
                     raise
         self.children.clear()
         logger.info("supervisor stopped")
-        return 0
+        return status

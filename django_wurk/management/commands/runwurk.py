@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from django.core.management.base import BaseCommand, CommandError
 
 from django_wurk.core.config import DEFAULT_SHARD, ConfigError, parse_capsules, parse_queue, redact_url
+from django_wurk.core.worker.service import CANNOT_START
 
 if TYPE_CHECKING:
     from django_wurk.management.reload import SignalRelay
@@ -56,6 +57,12 @@ class Command(BaseCommand):
             "--health-port",
             type=int,
             help="serve /metrics, /live and /ready on this port (WURK['HEALTH_PORT']; 0 = off)",
+        )
+        parser.add_argument(
+            "--health-bind",
+            metavar="ADDRESS",
+            help="the address the health port listens on (WURK['HEALTH_BIND']; default 0.0.0.0, every"
+            " IPv4 interface; 127.0.0.1 for this host only, :: for IPv6)",
         )
         parser.add_argument(
             "--autoreload", action="store_true", help="restart when code changes (development)"
@@ -115,6 +122,11 @@ class Command(BaseCommand):
             where += f" (shard {config.shard!r})"
         logging.getLogger("django_wurk").info("using Redis at %s", where)
         swarm = not options["autoreload"] and (config.processes > 1 or bool(config.max_memory_mb))
+        if options["health_bind"] is not None:
+            try:
+                app = app.replace(health_bind=options["health_bind"])
+            except ConfigError as exc:
+                raise CommandError(f"--health-bind: {exc}") from None
         self._observe(app, options["health_port"], swarm)
 
         if options["autoreload"]:
@@ -188,7 +200,11 @@ class Command(BaseCommand):
                 server.server.socket.close()
 
         def run_child(index: int) -> int:
-            self._run(owns_process=False)  # the swarm ends a child with os._exit
+            try:
+                self._run(owns_process=False)  # the swarm ends a child with os._exit
+            except CommandError as exc:  # e.g. a Redis that refuses the worker: said once, here
+                logging.getLogger("django_wurk.swarm").error("%s", exc)
+                return CANNOT_START  # the supervisor stops rather than start another
             return 0
 
         swarm = Swarm(
@@ -210,10 +226,12 @@ class Command(BaseCommand):
             except OSError as exc:  # the health port is taken
                 raise CommandError(str(exc)) from None
         try:
-            swarm.run()
+            status = swarm.run()
         finally:
             if server is not None:
                 server.stop()
+        if status:
+            raise CommandError("a worker process could not start (its error is above)", returncode=status)
 
     def _run(self, owns_process: bool = True, signals: SignalRelay | None = None) -> None:
         import atexit
@@ -254,6 +272,8 @@ class Command(BaseCommand):
                     signals.connect(launcher.signal)
                 launcher.run(handle_os_signals=False)
                 return
+        except ConfigError as exc:  # a Redis that refuses this worker for good, found at start
+            raise CommandError(str(exc)) from None
         finally:
             if relay is not None:
                 relay.stop()

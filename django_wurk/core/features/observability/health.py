@@ -15,6 +15,7 @@ not be restarted because Redis is down, only when the process itself stopped ans
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -118,7 +119,7 @@ class HealthServer:
                 pass  # probes every few seconds would drown the worker's own log
 
         try:
-            self.server = ThreadingHTTPServer((bind, port), Handler)
+            self.server = _server_class(bind)((bind, port), Handler)
         except OSError as exc:
             raise OSError(f"HEALTH_PORT: cannot listen on {bind}:{port}: {exc}") from exc
         self.server.daemon_threads = True
@@ -136,6 +137,15 @@ class HealthServer:
         if self.thread.is_alive():
             self.server.shutdown()
         self.server.server_close()
+
+
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def _server_class(bind: str) -> type[ThreadingHTTPServer]:
+    """An IPv6 address (``::`` on an IPv6-only cluster) needs an IPv6 socket; anything else, IPv4."""
+    return _IPv6Server if ":" in bind else ThreadingHTTPServer
 
 
 def verdict_response(verdict: Verdict) -> tuple[int, bytes, str]:
