@@ -4,11 +4,13 @@ Batches, unique jobs, limiters, encryption and the rest each export one ``Featur
 engine is built from a sequence of them (``Wurk(features=...)``, ``wurk.use(...)``) and
 nothing is installed by importing a module. A feature may give:
 
-* client and server middleware (made by a factory given the engine), each with a ``Place``;
+* client and server middleware, each with a ``Place``;
 * a push gate, run where new jobs are really written (``core/client.py``);
 * error, retry and death handlers;
-* the job options and delivery options it reads, each with its check;
-* listeners to the process's lifecycle events (``core/events.py``).
+* listeners to the process's lifecycle events (``core/events.py``);
+* the job options and delivery options it reads, each with its check.
+
+What it plugs in is made by its ``build(wurk)``, once per engine, as one ``Plug``.
 
 **Order.** Where a middleware sits decides what it sees: a rate-limited job must look like
 a failure to the unique lock inside the limiter, or the lock is released; encryption must
@@ -34,8 +36,9 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
 
-#: ``check(value)`` of an option: raises ``ValueError``/``TypeError`` saying what is wrong.
-OptionCheck = Callable[[Any], None]
+#: ``check(value, where)`` of an option: returns the value normalised, or raises
+#: ``ValueError`` naming ``where`` (the job or the ``set(...)`` call) and what is wrong.
+OptionCheck = Callable[[Any, str], Any]
 
 
 class FeatureOrderError(ValueError):
@@ -60,32 +63,48 @@ class Place:
 ANYWHERE = Place()
 
 
-@dataclass(frozen=True)
+@dataclass
+class Plug:
+    """What one feature plugs into one engine, made by its ``Feature.build``.
+
+    One object per feature and engine, so the parts can share state (the timeouts'
+    middleware enters jobs in the deadline table its watchdog reads).
+    """
+
+    #: Client middleware: sees every push (promotions too), may change or drop it.
+    client: Any = None
+    #: Server middleware: wraps every execution.
+    server: Any = None
+    #: Runs where new jobs are really written, and may drop some (``client.PushGate``).
+    gate: Any = None
+    #: ``handler(exc, context)`` for every failure and internal error.
+    on_error: Callable[[BaseException, dict[str, Any]], None] | None = None
+    #: ``handler(payload, exc)`` when a failed job is written to the retry set.
+    on_retry: Callable[[Any, BaseException], None] | None = None
+    #: ``handler(payload, exc)`` when a job dies or is discarded.
+    on_death: Callable[[Any, BaseException], None] | None = None
+    #: Lifecycle listeners by event name (``core/events.py``), each called with the ``Process``.
+    events: Mapping[str, Callable[[Any], None]] = field(default_factory=dict)
+
+
+def nothing(wurk: Wurk) -> Plug:
+    return Plug()
+
+
+@dataclass(frozen=True, eq=False)
 class Feature:
-    """What one feature plugs into an engine (see the module)."""
+    """One feature: its name, what it plugs in, where its middleware sits, the options it reads."""
 
     name: str
-    #: ``factory(wurk)``: the client middleware (sees every push, may change or drop it).
-    client: Callable[[Wurk], Any] | None = None
+    #: ``build(wurk)``: what it plugs into the engine ``wurk`` (called once per engine).
+    build: Callable[[Wurk], Plug] = nothing
     client_place: Place = ANYWHERE
-    #: ``factory(wurk)``: the server middleware (wraps every execution).
-    server: Callable[[Wurk], Any] | None = None
+    #: Where its server middleware sits; also the order of gates and handlers, feature by feature.
     server_place: Place = ANYWHERE
-    #: ``factory(wurk)``: a push gate (``client.PushGate``).
-    gate: Callable[[Wurk], Any] | None = None
-    #: ``factory(wurk)``: handlers, called as ``handler(exc, context)`` for every failure and
-    #: internal error, ``handler(payload, exc)`` when a failed job is written to the retry
-    #: set, and ``handler(payload, exc)`` when a job dies or is discarded.
-    on_error: Callable[[Wurk], Callable[..., None]] | None = None
-    on_retry: Callable[[Wurk], Callable[..., None]] | None = None
-    on_death: Callable[[Wurk], Callable[..., None]] | None = None
-    #: ``@job(...)``/``set(...)`` keys this feature reads, each with its check.
+    #: ``@job(...)``/``set(...)`` keys this feature reads (stored in the payload), each with its check.
     job_options: Mapping[str, OptionCheck] = field(default_factory=dict)
     #: Per-push options that say how to deliver a job, never stored in it.
     delivery_options: Mapping[str, OptionCheck] = field(default_factory=dict)
-    #: Lifecycle listeners by event name (``core/events.py``): ``factory(wurk)`` gives the
-    #: listener, called with the event's ``Process``.
-    events: Mapping[str, Callable[[Wurk], Callable[..., None]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").replace(".", "").isalnum():
@@ -104,17 +123,21 @@ def unique_by_name(features: Iterable[Feature]) -> list[Feature]:
     return list(seen.values())
 
 
-def order(features: Sequence[Feature], chain: Literal["client", "server"]) -> list[Feature]:
-    """The features with middleware in ``chain``, outermost first, by their places.
+def order(
+    features: Sequence[Feature],
+    chain: Literal["client", "server"],
+    present: Callable[[Feature], bool] = lambda feature: True,
+) -> list[Feature]:
+    """The ``present`` features, outermost first, by their places in ``chain``.
 
     A topological sort: a feature comes before every one it is ``outside`` of and after
     every one it is ``inside`` of, an ``outer`` edge before everything else and an ``inner``
     one after; among the features free to come next, the one whose name sorts first. So the
     answer depends on the features, never on the order of ``features``.
     """
-    present = [f for f in features if getattr(f, chain) is not None]
-    names = {f.name for f in present}
-    place: dict[str, Place] = {f.name: getattr(f, f"{chain}_place") for f in present}
+    chosen = [f for f in features if present(f)]
+    names = {f.name for f in chosen}
+    place: dict[str, Place] = {f.name: getattr(f, f"{chain}_place") for f in chosen}
     after: dict[str, set[str]] = {name: set() for name in names}  # name -> those that must precede it
 
     def precede(first: str, then: str) -> None:
@@ -154,5 +177,5 @@ def order(features: Sequence[Feature], chain: Literal["client", "server"]) -> li
             f"the {chain} middleware of {', '.join(stuck)} cannot be ordered: their places "
             "contradict each other (each must be outside and inside another)"
         )
-    by_name = {f.name: f for f in present}
+    by_name = {f.name: f for f in chosen}
     return [by_name[name] for name in ordered]

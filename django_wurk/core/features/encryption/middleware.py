@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django_wurk.core import activejob
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.encryption.envelope import (
     EncryptionError,
     UndecryptableJob,
@@ -183,9 +184,6 @@ def _name(exc: BaseException) -> str:
     return f"{type(exc).__module__}.{type(exc).__qualname__}"
 
 
-def install(wurk: Wurk) -> None:
-    """Plug encryption into ``wurk`` (idempotent)."""
-    if EncryptionClientMiddleware not in wurk.client_middleware:
-        wurk.client_middleware.prepend(EncryptionClientMiddleware, wurk)
-    if EncryptionServerMiddleware not in wurk.server_middleware:
-        wurk.server_middleware.add(EncryptionServerMiddleware, wurk)
+def plug(wurk: Wurk) -> Plug:
+    """What encryption plugs into ``wurk``: the client middleware that seals, the server one that opens."""
+    return Plug(client=EncryptionClientMiddleware(wurk), server=EncryptionServerMiddleware(wurk))
