@@ -11,12 +11,8 @@ import pytest
 from django_wurk.core.feature import Feature, FeatureOrderError, Place, order
 
 
-def mw(wurk: object) -> object:
-    return object()
-
-
 def feature(name: str, **place: object) -> Feature:
-    return Feature(name, server=mw, server_place=Place(**place))  # type: ignore[arg-type]
+    return Feature(name, server_place=Place(**place))  # type: ignore[arg-type]
 
 
 def names(features: list[Feature]) -> list[str]:
@@ -39,14 +35,19 @@ def test_places_decide_and_names_break_ties() -> None:
 
 
 def test_a_place_naming_an_absent_feature_is_ignored_and_chains_are_separate() -> None:
-    only_client = Feature("tracing", client=mw, client_place=Place(outside=("encryption",)))
+    only_client = Feature("tracing", client_place=Place(outside=("encryption",), edge="inner"))
     given = [feature("limiters", outside=("unique",)), only_client]
-    assert names(order(given, "server")) == ["limiters"]
-    assert names(order(given, "client")) == ["tracing"]
+    assert names(order(given, "server", lambda f: f.name != "tracing")) == ["limiters"]
+    assert names(order(given, "client", lambda f: f.name == "tracing")) == ["tracing"]
 
 
 def test_contradicting_places_name_the_features() -> None:
-    given = [feature("a", outside=("b",)), feature("b", outside=("c",)), feature("c", outside=("a",)), feature("d")]
+    given = [
+        feature("a", outside=("b",)),
+        feature("b", outside=("c",)),
+        feature("c", outside=("a",)),
+        feature("d"),
+    ]
     with pytest.raises(FeatureOrderError, match="server middleware of a, b, c cannot be ordered"):
         order(given, "server")
 

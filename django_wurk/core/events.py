@@ -5,7 +5,7 @@ Sidekiq names its process's moments (``config.on(:startup)``, ``:quiet``, ``:shu
 them; so does this engine, with one registry instead of a list per kind of hook:
 
 ==============  =====================================================================
-``startup``     the process runs: its heartbeat went out and its job threads started
+``startup``     the process runs: its heartbeat went out, it fetches no job yet
 ``quiet``       it stopped taking jobs (TSTP, or the start of a stop)
 ``shutdown``    it is stopping (before the running jobs are waited for)
 ``heartbeat``   after each heartbeat was written (every ``HEARTBEAT_INTERVAL`` s)
@@ -16,8 +16,9 @@ them; so does this engine, with one registry instead of a list per kind of hook:
 A listener is called with the ``Process`` the event is about, on the thread that fires it,
 so it must be quick: one that needs a thread of its own starts it at ``startup`` and gives
 its stop to ``process.at_stop``, which the process calls (last started, first stopped) as it
-stops, before it waits for running jobs. A listener that raises is logged and reported to
-the error handlers; it never stops the worker or the other listeners. The Django app turns
+stops, before it waits for running jobs. A ``startup`` listener that raises stops the start
+(the process does not run without a part it was built with); any other listener that raises
+is logged and reported to the error handlers, and stops neither the worker nor the others. The Django app turns
 these into signals (``django_wurk.signals``).
 """
 
@@ -58,6 +59,8 @@ class Process:
     #: Whether this process leads the fleet now, by its lease's own clock (no round trip);
     #: the leadership feature sets it, and a process without it never leads.
     leads: Callable[[], bool] = lambda: False
+    #: What each feature runs in this process, by the feature's name (for logs and tests).
+    parts: dict[str, Any] = field(default_factory=dict)
     _stops: list[Callable[[], None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -105,9 +108,15 @@ class Events:
     def listeners(self, event: str) -> list[Listener]:
         return [fn for _, fn in self._listeners[event]]
 
-    def fire(self, event: str, process: Process) -> None:
-        """Call every listener of ``event`` in the order added; one that raises is reported."""
+    def fire(self, event: str, process: Process, *, strict: bool = False) -> None:
+        """Call every listener of ``event`` in the order added; one that raises is reported.
+
+        ``strict`` (``startup``): the first error is raised instead, so a process whose
+        features cannot start does not run without them."""
         for owner, listener in self._listeners[event]:
+            if strict:
+                listener(process)
+                continue
             try:
                 listener(process)
             except Exception as exc:

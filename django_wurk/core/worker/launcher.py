@@ -122,10 +122,13 @@ class Launcher:
             self._reap_once()
             self.reaper.start()
         self.poller.start()
+        self._started = True
+        # Before any job is fetched, as Sidekiq's :startup: a feature's thread (the timeouts'
+        # watchdog) is there for the first job, and one that cannot start (a health port in
+        # use) stops the process instead of leaving it to run without it.
+        self.wurk.events.fire("startup", self.process, strict=True)
         for manager in self.managers:
             manager.start()
-        self._started = True
-        self.wurk.events.fire("startup", self.process)
 
     def _reap_once(self) -> None:
         assert self.reaper is not None
@@ -290,8 +293,8 @@ class Launcher:
         """Start, act on signals until told to stop, then stop. Blocks."""
         if handle_os_signals:
             self.install_signal_handlers()
-        self.start()
         try:
+            self.start()
             while True:
                 try:
                     # A timeout keeps the main thread returning to the interpreter, where

@@ -245,10 +245,7 @@ class Command(BaseCommand):
         # Only worker threads need it; tests and inline runs keep Django's own handling
         # (its test tools detach close_old_connections for the same reason).
         wurk.use(db.FEATURE)
-        try:
-            launcher = Launcher(wurk)
-        except OSError as exc:  # the health port is taken: say which setting, not a traceback
-            raise CommandError(str(exc)) from None
+        launcher = Launcher(wurk)
         relay = None
         app = app_settings()
         if app.enqueue == "outbox":
@@ -272,6 +269,8 @@ class Command(BaseCommand):
                 launcher.run(handle_os_signals=False)
                 return
         except ConfigError as exc:  # a Redis that refuses this worker for good, found at start
+            raise CommandError(str(exc)) from None
+        except OSError as exc:  # a feature could not start (the health port is taken): say which setting
             raise CommandError(str(exc)) from None
         finally:
             if relay is not None:

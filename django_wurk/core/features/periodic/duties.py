@@ -72,11 +72,14 @@ def while_leading(wurk: Wurk, factory: DutyFactory) -> dict[str, Listener]:
             if process in running:
                 return
             routine = running[process] = DutyRoutine(wurk, process, factory(wurk, process.identity))
+            process.parts[routine.name] = routine
         routine.start()
 
     def stop(process: Process) -> None:
         with lock:
             routine = running.pop(process, None)
+            if routine is not None:
+                process.parts.pop(routine.name, None)
         if routine is not None:
             routine.stop()
 

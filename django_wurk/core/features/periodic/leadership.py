@@ -36,6 +36,7 @@ class CampaignRoutine(Routine):
         self.process = process
         self.campaign = Campaign(wurk.scripts, process.identity, ttl, self._ttl_left)
         process.leads = self.campaign.leading
+        process.parts["leader"] = self
         #: Whether ``leader`` was fired and ``leader_lost`` not yet.
         self._told = False
 
