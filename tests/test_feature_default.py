@@ -39,7 +39,7 @@ def test_every_order_of_default_builds_the_same_engine() -> None:
     assert expected[0] == ["encryption", "expiring", "batches"]
     assert expected[2] == ["unique", "status"]  # a push the lock refuses is never "enqueued"
     permutations = list(itertools.permutations(DEFAULT))
-    for given in random.Random(22).sample(permutations, 400) + [tuple(reversed(DEFAULT))]:
+    for given in [*random.Random(22).sample(permutations, 400), tuple(reversed(DEFAULT))]:
         assert shape(Wurk(features=given)) == expected, [f.name for f in given]
     # One at a time, in any order, the same too.
     engine = Wurk()

@@ -18,8 +18,7 @@ so it must be quick: one that needs a thread of its own starts it at ``startup``
 its stop to ``process.at_stop``, which the process calls (last started, first stopped) as it
 stops, before it waits for running jobs. A ``startup`` listener that raises stops the start
 (the process does not run without a part it was built with); any other listener that raises
-is logged and reported to the error handlers, and stops neither the worker nor the others. The Django app turns
-these into signals (``django_wurk.signals``).
+is logged and reported to the error handlers, and stops neither the worker nor the others.
 """
 
 from __future__ import annotations
