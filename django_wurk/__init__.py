@@ -7,17 +7,13 @@ site) and the pytest plugin's fixtures. Everything else, ``django_wurk.core`` (t
 above all, may change in any release.
 """
 
-from django_wurk import delivery as _delivery  # noqa: F401 - declares set(using=..., on_commit=...)
+from django_wurk import delivery as _delivery
 from django_wurk.core.client import ClientBufferFull, EnqueueError, ShardMismatch
 from django_wurk.core.config import Config, ConfigError, QueueSpec, UnknownShard
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
-from django_wurk.core.features import expiring as _expiring  # noqa: F401 - declares set(expires_in=...)
-from django_wurk.core.features import limiters as _limiters  # noqa: F401 - reschedules rate-limited jobs
-from django_wurk.core.features import status as _status  # noqa: F401 - declares track=True
-from django_wurk.core.features import timeouts as _timeouts  # noqa: F401 - declares timeout=...
-from django_wurk.core.features import unique as _unique  # noqa: F401 - declares unique_for/unique_until
+from django_wurk.core.features import DEFAULT as _DEFAULT
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
-from django_wurk.core.features.encryption import EncryptionError  # declares encrypt=True
+from django_wurk.core.features.encryption import EncryptionError
 from django_wurk.core.features.status import current_status
 from django_wurk.core.features.timeouts import TimedOut
 from django_wurk.core.job import Job, JobFunction, Setter, job
@@ -34,6 +30,10 @@ def _config_before_ready() -> Config:
     return config_before_ready()
 
 
+# The process's engine: every built-in feature, and this app's delivery options (``using``,
+# ``on_commit``), before any job class is defined. The one place it is composed; runwurk and
+# the app's ``ready()`` add what settings turn on, with ``wurk.use``.
+wurk.use(*_DEFAULT, _delivery.FEATURE)
 wurk.set_config_loader(_config_before_ready)
 
 __all__ = [

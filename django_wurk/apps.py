@@ -106,4 +106,4 @@ def _install_tracing(wurk: Any) -> None:
             from django_wurk.core.features.observability import tracing as otel
         except ImportError:
             return  # check E007 says what to install
-        otel.install(wurk)
+        wurk.use(otel.FEATURE)

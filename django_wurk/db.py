@@ -18,6 +18,7 @@ from typing import Any
 from django.db import close_old_connections
 from django.db.backends.signals import connection_created
 
+from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.wire import Payload
 
 
@@ -45,7 +46,7 @@ def thread_has_connections() -> bool:
 
 
 class CloseOldConnections:
-    """Server middleware ``runwurk`` puts first in the chain."""
+    """Server middleware ``runwurk`` puts first in the chain (``FEATURE``)."""
 
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
         local = _thread  # thread_has_connections(), without two calls per job
@@ -56,3 +57,11 @@ class CloseOldConnections:
         finally:
             if local.has_connections:
                 close_old_connections()
+
+
+#: Django's connection handling around each job, as around each request: a worker's feature
+#: (``runwurk`` uses it; tests and inline runs keep Django's own handling), outside every
+#: other, so a middleware's own queries are covered too.
+FEATURE = Feature(
+    "database", lambda wurk: Plug(server=CloseOldConnections()), server_place=Place(edge="outer")
+)

@@ -2,18 +2,17 @@
 
 They say which database transaction a push follows, which only the transaction-aware
 pusher (``django_wurk.transaction``) understands; the engine carries them to it without
-reading them. So they are declared here, with their checks, rather than in the engine.
-The package's ``__init__`` imports this module: ``django_wurk.core`` lives inside the
-package, so no job class can be defined before these are declared, and a bad value fails
-at ``set(...)`` as it always did. Nothing here imports Django: ``import django_wurk`` must
-work before settings are configured.
+reading them. So they are a feature of this app, with their checks, rather than the
+engine's: the package's ``__init__`` builds the engine with it, before any job class can be
+defined, so a bad value fails at ``set(...)``. Nothing here imports Django:
+``import django_wurk`` must work before settings are configured.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django_wurk.core.job import declare_delivery_option
+from django_wurk.core.feature import Feature
 
 
 def check_using(value: Any, where: str) -> str | None:
@@ -30,5 +29,4 @@ def check_on_commit(value: Any, where: str) -> bool:
     return value
 
 
-declare_delivery_option("using", check_using)
-declare_delivery_option("on_commit", check_on_commit)
+FEATURE = Feature("transactions", delivery_options={"using": check_using, "on_commit": check_on_commit})

@@ -20,12 +20,13 @@ import logging
 import threading
 
 from django.conf import settings
-from django.db import DatabaseError, connections, transaction
+from django.db import DatabaseError, connections
 from redis.exceptions import RedisError
 
+from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
-from django_wurk.core.client import push_once
+from django_wurk.core.client import push_once, written_together
 from django_wurk.core.engine import Wurk
 from django_wurk.core.lease import Lease
 from django_wurk.core.wire import Payload
@@ -57,7 +58,7 @@ def write(wurk: Wurk, payloads: list[Payload], at: float | None, alias: str) -> 
         return None
     connection = connections[alias]
     if connection.in_atomic_block:
-        transaction.on_commit(lambda: deliver(wurk, alias, ids), using=alias)
+        at_commit(lambda: deliver(wurk, alias, ids), alias)
         return None
     refused: list[str] = []
     deliver(wurk, alias, ids, refused)
@@ -82,42 +83,47 @@ def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry], refused: list[str
     pushed = 0
     done: list[int] = []
     prefix = scope(alias)
-    try:
-        for row in rows:
-            try:
-                payload = wire.loads(row.payload)
-            except wire.PayloadError:
-                logger.error("outbox row %s holds an unreadable payload; it is kept for inspection", row.pk)
-                continue
-            marker = keys.outbox_marker(prefix, row.token)
-            outcome = push_once(wurk, marker, payload, row.at)
-            if outcome:
-                pushed += 1
-            elif outcome is None:
-                # A gate (unique jobs) refused it now, at the push: the row is done.
-                if refused is not None:
-                    refused.append(str(payload.get("jid")))
-                logger.info(
-                    "outbox row %s (id %s, jid %s) was not pushed: refused at the push (a duplicate"
-                    " unique job)",
-                    row.token,
-                    row.pk,
-                    payload.get("jid"),
-                )
-            else:
-                logger.warning(
-                    "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"
-                    " a second push",
-                    row.token,
-                    row.pk,
-                    payload.get("jid"),
-                    marker,
-                )
-            done.append(row.pk)
-    except RedisError as exc:
-        logger.warning(
-            "outbox: Redis unavailable (%s); %d row(s) left for the relay", exc, len(rows) - len(done)
-        )
+    # Rows pushed together are one write, as a transaction's are at its commit: a unique
+    # job's duplicate among them is dropped even when the first has run since it was pushed.
+    with written_together():
+        try:
+            for row in rows:
+                try:
+                    payload = wire.loads(row.payload)
+                except wire.PayloadError:
+                    logger.error(
+                        "outbox row %s holds an unreadable payload; it is kept for inspection", row.pk
+                    )
+                    continue
+                marker = keys.outbox_marker(prefix, row.token)
+                outcome = push_once(wurk, marker, payload, row.at)
+                if outcome:
+                    pushed += 1
+                elif outcome is None:
+                    # A gate (unique jobs) refused it now, at the push: the row is done.
+                    if refused is not None:
+                        refused.append(str(payload.get("jid")))
+                    logger.info(
+                        "outbox row %s (id %s, jid %s) was not pushed: refused at the push (a duplicate"
+                        " unique job)",
+                        row.token,
+                        row.pk,
+                        payload.get("jid"),
+                    )
+                else:
+                    logger.warning(
+                        "outbox row %s (id %s, jid %s) was pushed before (marker %s); deleting it without"
+                        " a second push",
+                        row.token,
+                        row.pk,
+                        payload.get("jid"),
+                        marker,
+                    )
+                done.append(row.pk)
+        except RedisError as exc:
+            logger.warning(
+                "outbox: Redis unavailable (%s); %d row(s) left for the relay", exc, len(rows) - len(done)
+            )
     if done:
         try:
             OutboxEntry.objects.using(alias).filter(pk__in=done).delete()

@@ -260,21 +260,21 @@ def install_from_settings(
     """Have ``runwurk``'s processes campaign and fire ``entries``, and the loops ``source``
     returns (the admin's schedules, ``django_wurk.schedules``), unless ``leader`` is off
     (``WURK["PERIODIC"]``, ``WURK["LEADER"]`` and ``WURK["LEADER_TTL"]``)."""
-    from django_wurk.core.features.periodic import install
+    from django_wurk.core.features.periodic import features
 
     if not leader:
         return
-    install(wurk, loop_specs(entries, wurk.registry), ttl=ttl, source=source, refresh=refresh)
+    wurk.use(*features(loop_specs(entries, wurk.registry), ttl=ttl, source=source, refresh=refresh))
 
 
 def install_history(wurk: Wurk, interval: float, retention_days: float, leader: bool) -> None:
     """Have the leader record historical metrics (``WURK["HISTORY_INTERVAL"]`` and
     ``WURK["HISTORY_RETENTION"]``, in days; 0 records none). A leader duty: it needs the
-    campaign ``install_from_settings`` starts, so with ``WURK["LEADER"] = False`` this process
+    election ``install_from_settings`` joins, so with ``WURK["LEADER"] = False`` this process
     records nothing."""
     from django_wurk.core.features import history
 
     if retention_days and leader:
-        history.install(wurk, interval, retention_days * 86_400)
+        wurk.use(history.feature(interval, retention_days * 86_400))
     else:
-        history.uninstall(wurk)
+        wurk.drop(history.DUTY)

@@ -31,12 +31,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections
 from redis.exceptions import RedisError
 
 from django_wurk import db
+from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
-from django_wurk.core.client import NO_DELIVERY, Delivery, Pusher, Refused
+from django_wurk.core.client import (
+    NO_DELIVERY,
+    Delivery,
+    Pusher,
+    Refused,
+    WriteGroup,
+    write_group,
+    written_together,
+)
 from django_wurk.core.config import DEFAULT_SHARD
 from django_wurk.core.engine import Wurk
 from django_wurk.core.features.batches.batch import retrier as batch_retrier
@@ -71,6 +80,8 @@ class Pending:
     error: BaseException
     #: How the push was asked to be delivered: its ``shard`` must survive the retries.
     delivery: Delivery = field(default_factory=dict)
+    #: The transaction's writes it belongs to: a retry is still one of them.
+    group: WriteGroup | None = None
 
 
 class PushRetrier:
@@ -105,8 +116,9 @@ class PushRetrier:
         at: float | None,
         error: BaseException,
         delivery: Delivery = NO_DELIVERY,
+        group: WriteGroup | None = None,
     ) -> None:
-        item = Pending(payloads, at, error, delivery)
+        item = Pending(payloads, at, error, delivery, group)
         with self._changed:
             if not self._closed:
                 self._ensure_thread()
@@ -176,7 +188,8 @@ class PushRetrier:
 
     def _attempt(self, item: Pending, when: str) -> bool:
         try:
-            self.inner.push(item.payloads, item.at, item.delivery)
+            with written_together(item.group):
+                self.inner.push(item.payloads, item.at, item.delivery)
         except Exception as exc:
             # Anything, not only Redis errors: an exception escaping would kill the thread and
             # strand every batch behind this one, unreported until the next failed commit.
@@ -287,9 +300,7 @@ class TransactionAwarePusher:
             return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
         if alias is None:
             return self.inner.push(payloads, at, delivery)
-        transaction.on_commit(
-            functools.partial(self._after_commit, list(payloads), at, delivery), using=alias
-        )
+        at_commit(functools.partial(self._after_commit, list(payloads), at, delivery), alias)
         return None
 
     def defer_until_commit(self, action: Callable[[], None]) -> bool:
@@ -310,7 +321,7 @@ class TransactionAwarePusher:
                 "a batch cannot be written inside a transaction with WURK['ENQUEUE'] = 'outbox'; "
                 "open the batch's jobs() block after the commit (transaction.on_commit)"
             )
-        transaction.on_commit(action, using=alias)
+        at_commit(action, alias)
         return True
 
     def _after_commit(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
@@ -322,7 +333,7 @@ class TransactionAwarePusher:
                 len(payloads),
                 exc,
             )
-            self.retrier.submit(payloads, at, exc, delivery)
+            self.retrier.submit(payloads, at, exc, delivery, write_group())
 
 
 def install(wurk: Wurk) -> None:

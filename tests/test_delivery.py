@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Job, Wurk, job
+from django_wurk import Job, Wurk, job, wurk
 from django_wurk.core.client import NO_DELIVERY, Delivery
-from django_wurk.core.job import declare_delivery_option, delivery_options
+from django_wurk.core.feature import Feature, FeatureOrderError
+from django_wurk.core.job import delivery_options
 from django_wurk.core.wire import Payload
 from tests.jobsapp import jobs
 
@@ -46,8 +47,9 @@ def lonely(x: int) -> None:
 
 def test_the_app_declares_using_and_on_commit() -> None:
     # ``shard`` is the engine's own: its pushers read it (docs/scaling.md).
-    assert set(delivery_options) == {"using", "on_commit", "shard"}
-    assert {k: check.__module__ for k, check in delivery_options.items()} == {
+    options = delivery_options()
+    assert set(options) == {"using", "on_commit", "shard"}
+    assert {k: check.__module__ for k, check in options.items()} == {
         "using": "django_wurk.delivery",
         "on_commit": "django_wurk.delivery",
         "shard": "django_wurk.core.job",
@@ -115,13 +117,13 @@ def test_the_engine_carries_any_declared_option_without_reading_it(pushes: Recor
             raise ValueError(f"{where}: region must be 'eu' or 'us', got {value!r}")
         return str(value).upper()
 
-    declare_delivery_option("region", check_region)
+    wurk.use(Feature("regions", delivery_options={"region": check_region}))
     try:
         jobs.echo.set(region="eu").perform_async(1)
         with pytest.raises(ValueError, match="region must be"):
             jobs.echo.set(region="mars")
     finally:
-        del delivery_options["region"]
+        wurk.drop("regions")
     [(payloads, _, delivery)] = pushes.pushes
     assert delivery == {"region": "EU"} and "region" not in payloads[0]
     assert checked[0] == ("eu", f"{jobs.echo.wire_name}.set()")
@@ -130,8 +132,8 @@ def test_the_engine_carries_any_declared_option_without_reading_it(pushes: Recor
     assert pushes.pushes[1][0][0]["region"] == "eu" and pushes.pushes[1][2] == {}
 
 
-@pytest.mark.parametrize("name", ["queue", "retry", "tags", "jid", "class", "args"])
+@pytest.mark.parametrize("name", ["queue", "retry", "tags", "jid", "class", "args", "shard"])
 def test_a_job_option_or_payload_key_cannot_become_a_delivery_option(name: str) -> None:
-    with pytest.raises(ValueError, match="cannot be a delivery option"):
-        declare_delivery_option(name, lambda value, where: value)
-    assert name not in delivery_options
+    with pytest.raises(FeatureOrderError, match="is a job option or a payload key"):
+        wurk.use(Feature("taker", delivery_options={name: lambda value, where: value}))
+    assert wurk.feature("taker") is None and name not in wurk.delivery_options

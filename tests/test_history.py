@@ -1,8 +1,8 @@
 """Historical metrics: the leader's snapshots in ``history:metrics``, their trims, and reading them.
 
-The recorder runs as a leader duty in the periodic service; these tests drive it through the
-real service threads (two campaigners, one records), through a launcher with no loops at all,
-and directly (``Recorder.record``) where one step at a time shows the rule.
+The recorder runs as a leader duty (it needs the election, not periodic jobs); these tests
+drive it through real campaigns (two members, one records), through a launcher with no
+periodic jobs at all, and directly (``Recorder.record``) where one step at a time shows the rule.
 """
 
 from __future__ import annotations
@@ -19,16 +19,17 @@ from django_wurk.api import History, Snapshot, Stats, current_leader
 from django_wurk.conf import Settings
 from django_wurk.core import keys as core_keys
 from django_wurk.core.config import ConfigError
+from django_wurk.core.feature import Feature, Plug
 from django_wurk.core.features import history
 from django_wurk.core.features.history import keys
 from django_wurk.core.features.history.reader import with_deltas
 from django_wurk.core.features.history.recorder import Recorder
-from django_wurk.core.features.periodic import install as install_periodic
-from django_wurk.core.features.periodic.service import PeriodicService
+from django_wurk.core.features.periodic import leadership
+from django_wurk.core.features.periodic.duties import while_leading
 from django_wurk.core.worker.launcher import Launcher
-from django_wurk.core.worker.outage import Outage
 from tests.conftest import wait_for
 from tests.jobsapp import jobs
+from tests.test_periodic_leader import Member
 
 DAY = 86_400.0
 
@@ -117,10 +118,8 @@ def test_retention_trims_by_age_and_by_count(wurk: Wurk, r: Any) -> None:
 
 
 def test_two_campaigners_one_records_every_interval(wurk: Wurk, r: Any) -> None:
-    history.install(wurk, interval=0.3, retention=DAY)
-    services = [
-        PeriodicService(wurk, f"host:{i}:n", Outage(wurk.config.redis_url), [], 2.0) for i in range(2)
-    ]
+    wurk.use(leadership.feature(2.0), history.feature(interval=0.3, retention=DAY))
+    services = [Member(wurk, f"host:{i}:n") for i in range(2)]
     for s in services:
         s.start()
     try:
@@ -135,9 +134,9 @@ def test_two_campaigners_one_records_every_interval(wurk: Wurk, r: Any) -> None:
     assert all(b - a >= 150 for a, b in itertools.pairwise(stamps))
 
 
-def test_a_worker_with_no_periodic_loops_still_records(wurk: Wurk, r: Any) -> None:
-    install_periodic(wurk, [], ttl=2.0)
-    history.install(wurk, interval=0.2, retention=DAY)
+def test_a_worker_with_no_periodic_jobs_still_records(wurk: Wurk, r: Any) -> None:
+    wurk.use(leadership.feature(2.0), history.feature(interval=0.2, retention=DAY))
+    assert wurk.feature("periodic") is None
     launcher = Launcher(wurk)
     launcher.start()
     try:
@@ -159,28 +158,43 @@ def test_a_duty_that_fails_stops_neither_the_loops_nor_the_other_duties(
 
     seen: list[BaseException] = []
     wurk.error_handlers.append(lambda exc, ctx: seen.append(exc))
-    history.install(wurk, interval=0.2, retention=DAY)
-    wurk.leader_duties.insert(0, lambda engine, identity: Broken())
-    service = PeriodicService(wurk, "host:1:a", Outage(wurk.config.redis_url), [], 2.0)
-    with caplog.at_level(logging.ERROR, "django_wurk.periodic"):
+    wurk.use(
+        leadership.feature(2.0),
+        history.feature(interval=0.2, retention=DAY),
+        Feature("broken", lambda engine: Plug(events=while_leading(engine, lambda e, identity: Broken()))),
+    )
+    service = Member(wurk, "host:1:a")
+    with caplog.at_level(logging.ERROR, "django_wurk.routine"):
         service.start()
         try:
             wait_for(lambda: r.xlen(keys.STREAM) >= 2, timeout=10)
         finally:
             service.stop()
-    assert "leader duty broken failed" in caplog.text and any(str(e) == "boom" for e in seen)
+    assert "duty-broken pass failed" in caplog.text and any(str(e) == "boom" for e in seen)
 
 
-def test_install_replaces_and_uninstall_removes(wurk: Wurk) -> None:
-    history.install(wurk, 30, DAY)
-    history.install(wurk, 10, DAY)
-    assert len(wurk.leader_duties) == 1
-    assert wurk.leader_duties[0](wurk, "x").interval == 10
-    history.uninstall(wurk)
-    assert wurk.leader_duties == []
+def recorder_of(wurk: Wurk) -> Recorder:
+    """The recorder a process of ``wurk`` would run when it leads."""
+    member = Member(wurk, "host:1:x")
+    member.process.leads = lambda: False  # it ticks nothing: only its duty is looked at
+    wurk.events.fire("leader", member.process)
+    try:
+        recorder: Recorder = member.process.parts["duty-history"].duty
+        return recorder
+    finally:
+        wurk.events.fire("leader_lost", member.process)
+
+
+def test_using_again_replaces_and_drop_removes(wurk: Wurk) -> None:
+    wurk.use(history.feature(30, DAY))
+    wurk.use(history.feature(10, DAY))
+    assert [f.name for f in wurk.features].count(history.DUTY) == 1
+    assert recorder_of(wurk).interval == 10
+    wurk.drop(history.DUTY)
+    assert wurk.feature(history.DUTY) is None and wurk.events.listeners("leader") == []
     for bad in ({"interval": 0}, {"interval": float("nan")}, {"retention": 5, "interval": 30}):
         with pytest.raises(ValueError):
-            history.install(wurk, **bad)  # type: ignore[arg-type]
+            history.feature(**bad)  # type: ignore[arg-type]
 
 
 def test_deltas_span_gaps_and_read_none_after_a_reset() -> None:
@@ -246,12 +260,12 @@ def test_runwurk_s_glue_installs_the_duty_only_for_a_process_that_may_lead(wurk:
     from django_wurk.periodic import install_history
 
     install_history(wurk, 5, 7, leader=True)
-    assert wurk.leader_duties[0](wurk, "x").interval == 5
+    assert recorder_of(wurk).interval == 5
     install_history(wurk, 5, 7, leader=False)
-    assert wurk.leader_duties == []
+    assert wurk.feature(history.DUTY) is None
     install_history(wurk, 30, 7, leader=True)
     install_history(wurk, 30, 0, leader=True)
-    assert wurk.leader_duties == []
+    assert wurk.feature(history.DUTY) is None
 
 
 def test_stats_reset_is_not_a_negative_delta(wurk: Wurk, r: Any) -> None:

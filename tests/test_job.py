@@ -144,21 +144,20 @@ def test_a_decorator_reused_gives_every_function_the_same_options(wurk: Wurk, r:
 
 
 def test_a_feature_declared_job_option_is_checked_and_stored_in_the_payload(wurk: Wurk, r: Any) -> None:
-    from django_wurk.core.job import declare_job_option, job_options
+    from django_wurk.core.feature import Feature, FeatureOrderError
 
     def check_colour(value: Any, where: str) -> str:
         if value not in ("red", "blue"):
             raise ValueError(f"{where}: colour must be red or blue, got {value!r}")
         return str(value).upper()
 
-    declare_job_option("colour", check_colour)
-    try:
-        with pytest.raises(ValueError, match="colour must be red or blue"):
-            jobs.critical.set(colour="green")
-        jobs.critical.set(colour="red").perform_async("x")
-        [payload] = queue_entries(r, "critical")
-        assert payload["colour"] == "RED"
-        with pytest.raises(ValueError, match="already an option"):
-            declare_job_option("queue", check_colour)
-    finally:
-        job_options.pop("colour", None)
+    wurk.use(Feature("colours", job_options={"colour": check_colour}))  # undone by the fixture
+    with pytest.raises(ValueError, match="colour must be red or blue"):
+        jobs.critical.set(colour="green")
+    jobs.critical.set(colour="red").perform_async("x")
+    [payload] = queue_entries(r, "critical")
+    assert payload["colour"] == "RED"
+    with pytest.raises(FeatureOrderError, match="is a job option or a payload key"):
+        wurk.use(Feature("queues", job_options={"queue": check_colour}))
+    with pytest.raises(FeatureOrderError, match="is another feature's already"):
+        wurk.use(Feature("paint", job_options={"colour": check_colour}))

@@ -355,14 +355,14 @@ def test_failures_before_the_middleware_are_counted_as_failed_and_dead(
 
 def test_the_leader_sends_the_fleet_s_gauges_once_under_sidekiq_pro_names(wurk: Wurk, r: Any) -> None:
     from django_wurk.core.features.observability import statsd
-    from django_wurk.core.features.periodic.service import PeriodicService
-    from django_wurk.core.worker.outage import Outage
+    from django_wurk.core.features.periodic import leadership
+    from tests.test_periodic_leader import Member
 
     agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     agent.bind(("127.0.0.1", 0))
     agent.settimeout(0.2)
     client = statsd.Statsd("127.0.0.1", agent.getsockname()[1])
-    statsd.install(wurk, client, gauge_interval=0.2)
+    wurk.use(statsd.feature(client, gauge_interval=0.2), leadership.feature(2.0))
     hostile = "evil|#queue:x,\nsidekiq.dead:99|g@1"
     r.sadd("queues", "default", hostile, b"\xffraw")
     old = {"class": "K", "args": [], "jid": "a", "queue": "default", "enqueued_at": time.time() - 50}
@@ -372,9 +372,7 @@ def test_the_leader_sends_the_fleet_s_gauges_once_under_sidekiq_pro_names(wurk: 
     r.zadd("dead", {"d1": 1, "d2": 2})
     r.set("stat:processed", 41)
     r.set("stat:failed", 7)
-    services = [
-        PeriodicService(wurk, f"host:{i}:n", Outage(wurk.config.redis_url), [], 2.0) for i in range(2)
-    ]
+    services = [Member(wurk, f"host:{i}:n") for i in range(2)]
     lines: list[str] = []
     sendings: list[float] = []  # when each "processed" gauge arrived
 

@@ -19,13 +19,13 @@ import pytest
 
 from django_wurk import Config, Wurk
 from django_wurk.api import LoopSet, current_leader
-from django_wurk.core.features.periodic import install, keys
+from django_wurk.core.events import Process
+from django_wurk.core.features.periodic import features, keys
 from django_wurk.core.features.periodic.leader import Campaign
 from django_wurk.core.features.periodic.loops import LoopSpec
-from django_wurk.core.features.periodic.service import PeriodicService
 from django_wurk.core.worker.launcher import Launcher
-from django_wurk.core.worker.loop import Loop
 from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.routine import Routine
 from tests.conftest import free_port, start_valkey, wait_for
 from tests.jobsapp import jobs
 
@@ -45,8 +45,34 @@ def fired(r: Any) -> list[dict[str, Any]]:
     return [json.loads(x) for x in r.lrange("queue:ticks", 0, -1)]
 
 
-def service(wurk: Wurk, identity: str, specs: list[LoopSpec], ttl: float = 1.0) -> PeriodicService:
-    return PeriodicService(wurk, identity, Outage(wurk.config.redis_url), specs, ttl)
+class Member:
+    """One process's part in the fleet's election and its duties: what a launcher runs from
+    its ``startup`` event, without the job threads."""
+
+    def __init__(self, wurk: Wurk, identity: str) -> None:
+        self.process = Process(wurk, identity, Outage(wurk.config.redis_url))
+
+    @property
+    def campaign(self) -> Campaign:
+        campaign: Campaign = self.process.parts["leader"].campaign
+        return campaign
+
+    @property
+    def thread(self) -> Any:
+        return self.process.parts["leader"].thread
+
+    def start(self) -> None:
+        self.process.wurk.events.fire("startup", self.process)
+
+    def stop(self) -> None:
+        self.process.wurk.events.fire("shutdown", self.process)
+        self.process.stop()
+
+
+def service(wurk: Wurk, identity: str, specs: list[LoopSpec], ttl: float = 1.0) -> Member:
+    """A fleet member of ``wurk`` firing ``specs`` when it leads (``wurk`` is given the features)."""
+    wurk.use(*features(specs, ttl))
+    return Member(wurk, identity)
 
 
 def test_of_two_campaigners_one_leads_and_the_other_takes_over_when_it_stops_renewing(
@@ -95,7 +121,9 @@ def test_three_services_fire_each_second_once_and_survive_the_leader_dying(wurk:
         leader = wait_for(lambda: current_leader(wurk), timeout=5)
         wait_for(lambda: len(fired(r)) >= 3, timeout=10)
         dead = next(s for s in services if s.campaign.identity == leader)
-        Loop.stop(dead)  # its thread ends without resigning: as kill -9 would leave it
+        Routine.stop(
+            dead.process.parts["leader"]
+        )  # its campaign ends without resigning: as kill -9 would leave it
         survivors = [s for s in services if s is not dead]
         wait_for(lambda: current_leader(wurk) not in (None, leader), timeout=10)
         count = len(fired(r))
@@ -115,7 +143,7 @@ def test_three_services_fire_each_second_once_and_survive_the_leader_dying(wurk:
 def test_a_quieted_leader_keeps_firing_and_a_stopping_one_hands_over(
     wurk: Wurk, r: Any, test_config: Config
 ) -> None:
-    install(wurk, [every_second("q")], ttl=1.0)
+    wurk.use(*features([every_second("q")], ttl=1.0))
     launcher = Launcher(wurk)
     launcher.start()
     try:
@@ -129,12 +157,13 @@ def test_a_quieted_leader_keeps_firing_and_a_stopping_one_hands_over(
     assert current_leader(wurk) is None
 
 
-def test_install_replaces_an_earlier_installation(wurk: Wurk) -> None:
-    install(wurk, [])
-    install(wurk, [every_second()])
-    assert len(wurk.services) == 1
+def test_using_the_features_again_replaces_them(wurk: Wurk) -> None:
+    wurk.use(*features([]))
+    wurk.use(*features([every_second()]))
+    assert len(wurk.events.listeners("leader")) == 1  # one firing duty, the second one's
+    assert [f.name for f in wurk.features].count("periodic") == 1
     with pytest.raises(ValueError, match="ttl"):
-        install(wurk, [], ttl=0)
+        features([], ttl=0)
 
 
 def test_the_service_rides_out_redis_being_away_and_leads_once_it_is_back(

@@ -162,6 +162,6 @@ def test_runwurk_refuses_to_start_on_a_bad_entry(entries: Any, message: str, use
 def test_install_from_settings_follows_leader(wurk: Wurk) -> None:
     entries = build_settings(environ={"WURK_PERIODIC": json.dumps(GOOD)}).periodic
     install_from_settings(wurk, entries, leader=False, ttl=30)
-    assert wurk.services == []
+    assert wurk.feature("leader") is None and wurk.feature("periodic") is None
     install_from_settings(wurk, entries, leader=True, ttl=30)
-    assert len(wurk.services) == 1
+    assert wurk.feature("leader") is not None and wurk.feature("periodic") is not None

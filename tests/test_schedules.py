@@ -20,7 +20,7 @@ from django.urls import reverse
 
 from django_wurk import Wurk
 from django_wurk.api import LoopSet
-from django_wurk.core.features.periodic import install, keys
+from django_wurk.core.features.periodic import features, keys
 from django_wurk.core.features.periodic.cron import Cron
 from django_wurk.core.features.periodic.loops import LoopSpec
 from django_wurk.core.features.periodic.ticker import Ticker
@@ -169,14 +169,14 @@ def test_the_ticker_fires_a_schedule_with_its_keyword_arguments(
 @pytest.fixture
 def leader(wurk: Wurk) -> Iterator[Launcher]:
     """A worker process whose periodic service reads the Schedule table every 0.2 s."""
-    install(wurk, [], ttl=5.0, source=ScheduleSource(registry), refresh=0.2)
+    wurk.use(*features([], ttl=5.0, source=ScheduleSource(registry), refresh=0.2))
     worker = Launcher(wurk)
     worker.start()
     try:
         yield worker
     finally:
         worker.stop()
-        wurk.services[:] = [s for s in wurk.services if not getattr(s, "periodic", False)]
+        wurk.drop("leader", "periodic")
 
 
 def test_a_running_leader_picks_up_an_added_edited_and_disabled_schedule(

@@ -28,7 +28,8 @@ from django.core.checks import run_checks
 from django_wurk import Config, EnqueueError
 from django_wurk import wurk as global_wurk
 from django_wurk.core.config import ConfigError, parse_sentinel_url, redact_url
-from tests.conftest import free_port, tail, wait_for
+from django_wurk.core.connection import Line
+from tests.conftest import free_port, start_valkey, tail, wait_for
 from tests.jobsapp import jobs
 from tests.test_runwurk import ROOT, worker_env
 
@@ -233,6 +234,30 @@ def test_a_demoted_master_is_an_outage_not_an_error(make_cluster: Callable[..., 
             jobs.echo.perform_async("refused")
 
 
+def test_a_failover_reply_reconnects_every_connection_of_the_pool() -> None:
+    """READONLY on one connection: the pool's others (pooled, a thread's unpooled ``Line``)
+    reconnect before their next command, as after a failover behind a DNS name or a virtual
+    IP they must to reach the new master, instead of going on with the old server."""
+    server, other = start_valkey(), start_valkey()
+    try:
+        with global_wurk.override(Config(redis_url=f"redis://127.0.0.1:{server.port}/0")):
+            first, second = Line(global_wurk.redis), Line(global_wurk.redis, pooled=False)
+            pooled = global_wurk.redis.client_id()
+            before = second.call("CLIENT", "ID")
+            with redis_lib.Redis(port=server.port) as admin:
+                admin.replicaof("127.0.0.1", other.port)
+            with pytest.raises(redis_lib.ConnectionError, match="no longer the master"):
+                first.call("SET", "k", "1")
+            with redis_lib.Redis(port=server.port) as admin:
+                admin.replicaof("NO", "ONE")  # the address names a master again
+            assert second.call("CLIENT", "ID") != before
+            assert global_wurk.redis.client_id() != pooled
+            assert first.call("SET", "k", "1") == b"OK"
+    finally:
+        server.stop()
+        other.stop()
+
+
 def test_push_wait_replicas_returns_once_the_replica_has_the_push(
     make_cluster: Callable[..., Cluster], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -305,19 +330,24 @@ def ran(path: Path) -> list[int]:
     return [int(line) for line in path.read_text().split()]
 
 
-def failover_under_load(
-    cluster: Cluster, tmp_path: Path, force: Callable[[], None], confirm: bool = True
-) -> dict[str, Any]:
-    runs = tmp_path / "runs.txt"
-    stderr = tmp_path / "worker.log"
-    with open(stderr, "wb") as log:
-        worker = subprocess.Popen(
+def start_worker(cluster: Cluster, log_path: Path) -> subprocess.Popen[bytes]:
+    """A ``runwurk`` of 3 threads on the cluster's Sentinel URL, logging to ``log_path``."""
+    with open(log_path, "wb") as log:
+        return subprocess.Popen(
             [sys.executable, "-m", "django", "runwurk", "-c", "3"],
             cwd=ROOT,
             env=worker_env(cluster.url, WURK_REDIS_SOCKET_TIMEOUT="1"),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+
+
+def failover_under_load(
+    cluster: Cluster, tmp_path: Path, force: Callable[[], None], confirm: bool = True
+) -> dict[str, Any]:
+    runs = tmp_path / "runs.txt"
+    stderr = tmp_path / "worker.log"
+    worker = start_worker(cluster, stderr)
     pusher = Pusher(str(runs), confirm)
     thread = threading.Thread(target=pusher.run, args=(cluster.url,), daemon=True)
     try:
@@ -415,3 +445,95 @@ def test_the_master_killed_mid_load_fails_over_and_work_resumes(
     assert figures["lost_well_before"] == [], figures
     assert len(figures["lost_acknowledged"]) <= 20, figures
     assert figures["failover_logs"] == 1, log
+
+
+def ours_on(cluster: Cluster, port: int) -> list[dict[str, Any]]:
+    """The connections our processes hold on server ``port``: not a Sentinel's, not replication's."""
+    with cluster.client(port) as server:
+        me = server.client_id()
+        return [
+            client
+            for client in server.client_list()
+            if int(client["id"]) != me
+            and not client["name"].startswith("sentinel")
+            and not set(client["flags"]) & {"S", "M"}
+        ]
+
+
+def switch(cluster: Cluster, master: int) -> tuple[int, float]:
+    """``SENTINEL FAILOVER`` away from ``master``; (the new master, when the Sentinels named it)."""
+    other = cluster.replica if master == cluster.master else cluster.master
+    with cluster.client(cluster.sentinels[0]) as sentinel:
+        sentinel.execute_command("SENTINEL", "FAILOVER", SERVICE)
+    wait_for(lambda: cluster.master_port() == other, timeout=30, interval=0.01)
+    return other, time.monotonic()
+
+
+def replicating(cluster: Cluster, replica: int) -> bool:
+    """``replica`` was demoted, resynced, and the Sentinels are ready for the next failover."""
+    try:
+        with cluster.client(replica) as server:
+            if server.info("replication").get("master_link_status") != "up":
+                return False
+        for port in cluster.sentinels:
+            with cluster.client(port) as sentinel:
+                if int(sentinel.sentinel_master(SERVICE)["num-slaves"]) != 1:
+                    return False
+                if any("s_down" in r["flags"] for r in sentinel.sentinel_slaves(SERVICE)):
+                    return False
+    except redis_lib.RedisError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_every_connection_follows_the_master_through_repeated_failovers(
+    make_cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
+    """After each ``SENTINEL FAILOVER`` the old master stays writable for seconds (about ten,
+    until the Sentinels demote it). Within a moment of the Sentinels naming the new master,
+    none of our connections (the pusher's, the worker's fetches, heartbeat, poller, leader
+    lease) is left on the old one, and every job pushed from then on runs."""
+    cluster = make_cluster()
+    runs = tmp_path / "runs.txt"
+    worker = start_worker(cluster, tmp_path / "worker.log")
+    pusher = Pusher(str(runs))
+    thread = threading.Thread(target=pusher.run, args=(cluster.url,), daemon=True)
+    master = cluster.master
+    #: From each ``SENTINEL FAILOVER`` to two seconds after the Sentinels named the new master
+    #: (the moment every process has heard, on a loaded machine): a push then may reach the
+    #: old master, whose writes are lost when it is demoted.
+    windows: list[tuple[float, float]] = []
+    try:
+        thread.start()
+        wait_for(lambda: len(ran(runs)) >= 100, timeout=60)
+        for _ in range(3):
+            old = master
+            forced_at = time.monotonic()
+            master, switched_at = switch(cluster, old)
+            windows.append((forced_at, switched_at + 2))
+
+            # None of our connections is left on the old master, though it is still a
+            # writable master: nothing pushes, fetches, beats or leads there any longer.
+            deadline = time.monotonic() + 3
+            while left := ours_on(cluster, old):
+                assert time.monotonic() < deadline, f"still on the old master: {left}"
+                time.sleep(0.02)  # polling, with the deadline above
+            with cluster.client(old) as server:
+                assert server.info("replication")["role"] == "master", (
+                    "demoted already: the check came too late"
+                )
+            wait_for(lambda old=old: replicating(cluster, old), timeout=60)
+        pusher.stop.set()
+        thread.join(30)
+        # Pushed outside those windows: on the master, so run, whatever became of the old one.
+        outside = [n for at, n in pusher.times if not any(a <= at <= b for a, b in windows)]
+        assert sum(1 for at, _ in pusher.times if at > windows[-1][1]) > 0, "no push after the last failover"
+        wait_for(lambda: set(outside) <= set(ran(runs)), timeout=60)
+        wait_for(lambda: set(pusher.replicated) <= set(ran(runs)), timeout=60)
+        assert worker.poll() is None, "the worker died in a failover"
+    finally:
+        pusher.stop.set()
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(30)

@@ -30,7 +30,7 @@ def spans(wurk: Wurk) -> Iterator[InMemorySpanExporter]:
         provider.add_span_processor(SimpleSpanProcessor(_exporter))
         trace.set_tracer_provider(provider)
     _exporter.clear()
-    tracing.install(wurk)  # undone after the test by the wurk fixture
+    wurk.use(tracing.FEATURE)  # undone after the test by the wurk fixture
     yield _exporter
 
 

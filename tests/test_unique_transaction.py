@@ -116,3 +116,56 @@ def test_outbox_rows_relayed_after_an_outage_take_their_locks_then(outbox: Wurk,
     assert queued_jids(outbox.redis) == [first]
     assert unique_lock_owner(sync_address, [9]) == first
     assert second is not None and OutboxEntry.objects.count() == 0
+
+
+def release_all(r: Any) -> None:
+    """As if every job had run: the locks are gone."""
+    for name in r.scan_iter(match="unique:*"):
+        r.delete(name)
+
+
+def test_the_second_push_is_dropped_even_after_the_first_released_its_lock(
+    wurk: Wurk, r: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The commit writes the pushes one by one; the first's job may have run in between."""
+    with caplog.at_level(logging.INFO, logger="django_wurk.unique"), transaction.atomic():
+        first = sync_address.perform_async(10)
+        transaction.on_commit(lambda: release_all(r))
+        second = sync_address.perform_async(10)
+        other = sync_address.perform_async(11)
+    assert queued_jids(r) == [first, other]
+    assert f"(jid {second}), not unique: jid {first}" in caplog.text
+    assert "pushed earlier in the same transaction" in caplog.text
+
+
+def test_a_push_rolled_back_with_its_savepoint_does_not_drop_the_next(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic():
+        with pytest.raises(RuntimeError), transaction.atomic():
+            sync_address.perform_async(12)
+            raise RuntimeError("roll back the savepoint")
+        kept = sync_address.perform_async(12)
+    assert queued_jids(r) == [kept]
+
+
+def test_each_transaction_is_its_own_group(wurk: Wurk, r: Any) -> None:
+    with transaction.atomic():
+        first = sync_address.perform_async(13)
+    release_all(r)
+    with transaction.atomic():
+        again = sync_address.perform_async(13)
+    with pytest.raises(RuntimeError), transaction.atomic():
+        sync_address.perform_async(14)
+        raise RuntimeError("roll back")
+    with transaction.atomic():
+        after_rollback = sync_address.perform_async(14)
+    assert queued_jids(r) == [first, again, after_rollback]
+
+
+def test_outbox_rows_delivered_at_the_commit_are_one_group(outbox: Wurk) -> None:
+    r = outbox.redis
+    with transaction.atomic():
+        first = sync_address.perform_async(15)
+        transaction.on_commit(lambda: release_all(r))
+        sync_address.perform_async(15)
+    assert queued_jids(r) == [first]
+    assert OutboxEntry.objects.count() == 0

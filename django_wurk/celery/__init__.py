@@ -25,12 +25,8 @@ from django_wurk.celery.exceptions import (
     TimeoutError,
     UnsupportedOptionWarning,
 )
-from django_wurk.celery.job import install as _install
 from django_wurk.celery.results import AsyncResult
 from django_wurk.celery.task import Celery, EagerResult, Request, Task, current_app, lookup, shared_task
-from django_wurk.core.engine import wurk as _wurk
-
-_install(_wurk)
 
 __all__ = [
     "AsyncResult",

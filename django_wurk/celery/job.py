@@ -20,7 +20,8 @@ from typing import Any, ClassVar, Protocol
 
 from django_wurk.celery.exceptions import Retry
 from django_wurk.core.engine import Wurk
-from django_wurk.core.features.expiring import EXPIRES_AT, ExpiryServerMiddleware
+from django_wurk.core.feature import Feature, Place, Plug
+from django_wurk.core.features.expiring import EXPIRES_AT
 from django_wurk.core.features.expiring.option import deadline
 from django_wurk.core.job import Job
 from django_wurk.core.wire import Payload
@@ -71,11 +72,10 @@ class RecordRevoked:
         call_next()
 
 
-def install(wurk: Wurk) -> None:
-    """Plug the REVOKED record in just before the expiry check (idempotent)."""
-    if RecordRevoked in wurk.server_middleware:
-        return
-    if ExpiryServerMiddleware in wurk.server_middleware:
-        wurk.server_middleware.insert_before(ExpiryServerMiddleware, RecordRevoked)
-    else:
-        wurk.server_middleware.add(RecordRevoked)
+def plug(wurk: Wurk) -> Plug:
+    return Plug(server=RecordRevoked())
+
+
+#: Celery's REVOKED record, just outside the expiry check that skips the job; inside batches,
+#: which count the skipped job done on its way out. A ``Celery`` app adds it when made.
+FEATURE = Feature("celery_revoked", plug, server_place=Place(inside=("batches",), outside=("expiring",)))

@@ -29,6 +29,7 @@ from django_wurk.celery.exceptions import (
     NotRegistered,
     Retry,
 )
+from django_wurk.celery.job import FEATURE as revoked
 from django_wurk.celery.job import CeleryJob
 from django_wurk.celery.results import DEFAULT_EXPIRES, AsyncResult, ResultStore
 from django_wurk.core import wire
@@ -343,6 +344,9 @@ class Task:
             },
         ) if registered else _unregistered_job(name)  # fmt: skip
         if registered:
+            # The engine that runs Celery tasks records a revoked one: the first task brings it.
+            if wurk.feature(revoked.name) is None:
+                wurk.use(revoked)
             with _tasks_lock:
                 _tasks[name] = self
 
@@ -449,7 +453,7 @@ class Task:
         setter = self._setters.get(key)
         if setter is None:
             opts: dict[str, Any] = {"queue": queue}
-            if on_commit and "on_commit" in delivery_options:
+            if on_commit and "on_commit" in delivery_options():
                 opts["on_commit"] = True
             setter = self._setters[key] = Setter(self.job_class, opts)
         return setter

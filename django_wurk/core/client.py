@@ -102,6 +102,40 @@ def admit(
     return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
 
 
+class WriteGroup:
+    """Pushes written as one, though not in one call: a transaction's, at its commit (each
+    push made in it is its own ``on_commit`` callback), or an outbox relay pass.
+
+    A gate sees each write of the group in turn, so it keeps what it must remember across
+    them here, under its own key in ``memory``: unique jobs keep the locks asked for, so the
+    second identical push of a transaction is a duplicate at the commit even when the first
+    has run and released its lock in the meantime, as it is within one ``perform_bulk``.
+    """
+
+    __slots__ = ("memory",)
+
+    def __init__(self) -> None:
+        self.memory: dict[str, Any] = {}
+
+
+_write_group: ContextVar[WriteGroup | None] = ContextVar("django_wurk_write_group", default=None)
+
+#: The ``WriteGroup`` this context's pushes belong to, if any (for push gates).
+write_group: Callable[[], WriteGroup | None] = _write_group.get
+
+
+@contextmanager
+def written_together(group: WriteGroup | None = None) -> Iterator[WriteGroup]:
+    """Make this context's pushes part of ``group``; without one, of the group open already
+    (a relay pass inside a commit stays in the commit's group), or of a new one."""
+    chosen = group or _write_group.get() or WriteGroup()
+    token = _write_group.set(chosen)
+    try:
+        yield chosen
+    finally:
+        _write_group.reset(token)
+
+
 #: Where ``Client.push``/``push_bulk`` send jobs in this context instead of the engine's
 #: pusher (a batch's open ``jobs()`` block collects them, to write them all at once).
 _capture: ContextVar[Pusher | None] = ContextVar("django_wurk_capture", default=None)

@@ -54,7 +54,8 @@ def connect(config: Config) -> Redis:
         return redis.Redis(connection_pool=sentinel_pool(config.redis_url, **options))
     pool = redis.BlockingConnectionPool.from_url(config.redis_url, **options)
     # A master demoted behind a fixed address (a failover that moves a DNS name or a virtual
-    # IP) answers READONLY: an outage to ride out, not a job error (see core/sentinel.py).
+    # IP) answers READONLY: an outage to ride out, not a job error, after which every
+    # connection of the pool reconnects (see core/sentinel.py).
     pool.connection_class = failover_aware(pool.connection_class)
     return redis.Redis(connection_pool=pool)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -31,6 +31,8 @@ from django_wurk.core.client import (
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.control import JobExit, WorkerSignal
+from django_wurk.core.events import Events
+from django_wurk.core.feature import Feature, FeatureOrderError, OptionCheck, Plug, order, unique_by_name
 from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
 from django_wurk.core.scripts import Scripts
@@ -64,8 +66,31 @@ class UnrunnableJob(Exception):
     the dead set at once, as it was fetched, with this message as the reason."""
 
 
+#: The hooks of a ``Plug`` that land in the engine's lists.
+HOOKS = ("gate", "on_error", "on_retry", "on_death")
+
+
+def claim(
+    table: dict[str, OptionCheck], other: dict[str, OptionCheck], name: str, check: OptionCheck, owner: str
+) -> None:
+    """Give option ``name`` to ``owner``'s check; two features may not both read one option,
+    and none may take an option of Sidekiq's or a key the client writes."""
+    if name in wire.KNOWN_OPTIONS or name in wire.RESERVED_KEYS or name == "shard":
+        raise FeatureOrderError(f"the option {name!r} of feature {owner!r} is a job option or a payload key")
+    if name in table or name in other:
+        raise FeatureOrderError(f"the option {name!r} of feature {owner!r} is another feature's already")
+    table[name] = check
+
+
 class Wurk:
-    def __init__(self, job_registry: Registry = registry) -> None:
+    """An engine: its configuration, connections, registry, and the features it is built from.
+
+    ``Wurk(features=...)`` builds every chain and hook list from the features given
+    (``core/feature.py``); ``use(...)`` adds more later (tracing, metrics, an application's
+    own). The result depends on the features, not on the order they are given in.
+    """
+
+    def __init__(self, job_registry: Registry = registry, features: Iterable[Feature] = ()) -> None:
         self.registry = job_registry
         self.client_middleware = Chain()
         self.server_middleware = Chain()
@@ -77,17 +102,13 @@ class Wurk:
         self.retry_handlers: list[DeathHandler] = []
         #: Decide at the moment new jobs are written which may be (``client.PushGate``).
         self.push_gates: list[PushGate] = []
-        #: Process-lifetime services a feature adds at install: each worker process's launcher
-        #: calls every factory once (see ``django_wurk.core.worker.service`` for the signature)
-        #: and starts and stops what it returns, so the worker never names a feature.
-        self.services: list[Callable[..., Any]] = []
-        #: Like ``services``, for a feature that must act on the running jobs (timeouts): each
-        #: factory also gets the process's ``JobControl`` (``django_wurk.core.worker.service``).
-        self.watchers: list[Callable[..., Any]] = []
-        #: What the fleet's one leader does while it leads: factories ``factory(wurk, identity)``
-        #: of duties whose ``tick()`` the leader's service calls on each of its passes (the
-        #: periodic feature campaigns; ``core/features/periodic/duties.py``). Historical metrics are one.
-        self.leader_duties: list[Callable[..., Any]] = []
+        #: The process's lifecycle: ``wurk.events.on("startup", listener)`` (``core/events.py``).
+        self.events = Events()
+        #: The features this engine is built from, by name, and what each plugged in.
+        self._features: dict[str, tuple[Feature, Plug]] = {}
+        #: The options the features read, with their checks (``core/job.py`` asks here).
+        self.job_options: dict[str, OptionCheck] = {}
+        self.delivery_options: dict[str, OptionCheck] = {}
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         #: Each shard's connections, by shard name, made on first use.
@@ -95,6 +116,72 @@ class Wurk:
         self._lock = threading.RLock()
         self.client = Client(self)
         self.pusher: Pusher = BufferedPusher(self, RedisPusher(self))
+        if features:
+            self.use(*features)
+
+    # Features ------------------------------------------------------------------------
+
+    @property
+    def features(self) -> tuple[Feature, ...]:
+        """The features this engine is built from, by name."""
+        return tuple(feature for feature, _ in sorted(self._features.values(), key=lambda fp: fp[0].name))
+
+    def feature(self, name: str) -> Plug | None:
+        """What the feature ``name`` plugged into this engine, if it is used."""
+        found = self._features.get(name)
+        return found[1] if found is not None else None
+
+    def use(self, *features: Feature) -> None:
+        """Build the engine with ``features`` too; one named like a feature already used
+        replaces it. Every chain and hook list is composed again, in the order the
+        features' places give (``core/feature.py``)."""
+        with self._lock:
+            unique_by_name(features)
+            chosen = dict(self._features)
+            for feature in features:
+                known = chosen.get(feature.name)
+                if known is None or known[0] is not feature:
+                    chosen[feature.name] = (feature, feature.build(self))
+            self._compose(chosen)
+
+    def drop(self, *names: str) -> None:
+        """Build the engine without the features ``names`` (a name not used is ignored)."""
+        with self._lock:
+            self._compose({name: fp for name, fp in self._features.items() if name not in names})
+
+    def _compose(self, chosen: dict[str, tuple[Feature, Plug]]) -> None:
+        features = [feature for feature, _ in chosen.values()]
+        plugs = {name: plug for name, (_, plug) in chosen.items()}
+        client = order(features, "client", lambda f: plugs[f.name].client is not None)
+        server = order(features, "server", lambda f: plugs[f.name].server is not None)
+        everyone = order(features, "server")
+        job_options: dict[str, OptionCheck] = {}
+        delivery_options: dict[str, OptionCheck] = {}
+        for feature in everyone:
+            for name, check in feature.job_options.items():
+                claim(job_options, delivery_options, name, check, feature.name)
+            for name, check in feature.delivery_options.items():
+                claim(delivery_options, job_options, name, check, feature.name)
+        old = [plug for _, plug in self._features.values()]
+
+        def replace(hooks: list[Any], made: list[Any]) -> None:
+            # The features' hooks first, in their order; an application's after them, as they were.
+            before = {id(getattr(plug, attr)) for plug in old for attr in HOOKS}
+            hooks[:] = made + [hook for hook in hooks if id(hook) not in before]
+
+        self.client_middleware.compose([(f.name, plugs[f.name].client) for f in client])
+        self.server_middleware.compose([(f.name, plugs[f.name].server) for f in server])
+        replace(self.push_gates, [plugs[f.name].gate for f in everyone if plugs[f.name].gate is not None])
+        replace(self.error_handlers, [p.on_error for f in everyone if (p := plugs[f.name]).on_error])
+        replace(self.retry_handlers, [p.on_retry for f in everyone if (p := plugs[f.name]).on_retry])
+        replace(self.death_handlers, [p.on_death for f in everyone if (p := plugs[f.name]).on_death])
+        for name in self._features:
+            self.events.drop_owner(name)
+        for feature in everyone:
+            for event, listener in plugs[feature.name].events.items():
+                self.events.on(event, listener, owner=feature.name)
+        self.job_options, self.delivery_options = job_options, delivery_options
+        self._features = dict(chosen)
 
     # Configuration -------------------------------------------------------------------
 
@@ -144,9 +231,9 @@ class Wurk:
         """Use ``config`` inside the block, then put the engine back as it was: for tests.
 
         The previous configuration (or loader) and its connections come back; connections
-        opened inside are closed. Middleware added and handlers appended inside the block are
-        removed too (and push gates, services and leader duties), so one test's additions never
-        run in the next.
+        opened inside are closed. Features used, middleware added and handlers appended inside
+        the block are removed too (and push gates and event listeners), so one test's additions
+        never run in the next.
         """
         with self._lock:
             saved = (self._config, self._loader, self._shards)
@@ -156,9 +243,9 @@ class Wurk:
         errors, deaths = list(self.error_handlers), list(self.death_handlers)
         retries = list(self.retry_handlers)
         gates = list(self.push_gates)
-        services = list(self.services)
-        watchers = list(self.watchers)
-        duties = list(self.leader_duties)
+        events = self.events.snapshot()
+        features = dict(self._features)
+        options = (self.job_options, self.delivery_options)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -169,9 +256,9 @@ class Wurk:
             self.death_handlers[:] = deaths
             self.retry_handlers[:] = retries
             self.push_gates[:] = gates
-            self.services[:] = services
-            self.watchers[:] = watchers
-            self.leader_duties[:] = duties
+            self.events.restore(events)
+            self._features = features
+            self.job_options, self.delivery_options = options
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._shards = saved

@@ -21,7 +21,7 @@ from django_wurk.core.arguments import KWARGS_KEY, CallShape
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
 from django_wurk.core.registry import registry
-from django_wurk.core.wire import FLAT_TYPES, Payload, check_json_native
+from django_wurk.core.wire import FLAT_TYPES, KNOWN_OPTIONS, RESERVED_KEYS, Payload, check_json_native
 
 if TYPE_CHECKING:
     from django_wurk.core.features.batches import Batch
@@ -38,42 +38,40 @@ class Performs(Protocol[P]):
     def perform(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
 
 
-#: Option names with a meaning to the engine, in the order Sidekiq writes them.
-KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
-#: Payload keys no option may set: the client owns them.
-RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
-
-#: Checks one delivery option's value, given where it was set (for the error), and returns
-#: it normalised; raises ``ValueError`` for a value the pusher could not use.
+#: Checks one option's value, given where it was set (for the error), and returns it
+#: normalised; raises ``ValueError`` for a value that could not be used.
 DeliveryCheck = Callable[[Any, str], Any]
-#: Options that say how to deliver one push, not what the job is: handed to the pusher as
-#: its ``delivery`` and never stored in the payload. The engine gives them no meaning; the
-#: layer whose pusher reads them declares them here, with their check, so a bad value still
-#: fails at ``set(...)`` (or at class definition), not later at push time.
-delivery_options: dict[str, DeliveryCheck] = {}
 
 
-def declare_delivery_option(name: str, check: DeliveryCheck) -> None:
-    """Make ``name`` a delivery option (``using=`` and ``on_commit=`` come from the Django app)."""
-    if name in KNOWN_OPTIONS or name in RESERVED_KEYS:
-        raise ValueError(f"{name!r} is a job option or a payload key; it cannot be a delivery option")
-    if name in job_options:
-        raise ValueError(f"{name!r} is a feature's job option; it cannot be a delivery option")
-    delivery_options[name] = check
+def check_shard(value: Any, where: str) -> str | None:
+    """A shard name; ``set(shard=...)`` also checks ``WURK["SHARDS"]`` names it, while a class
+    attribute is checked at its first push (defining a class never reads settings)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not QUEUE_NAME.match(value):
+        raise ValueError(f"{where}: shard must be a shard name from WURK['SHARDS'], got {value!r}")
+    if where.endswith(".set()"):
+        try:
+            wurk.config.shard_url(value)
+        except ValueError as exc:
+            raise ValueError(f"{where}: {exc}") from None
+    return value
 
 
-#: Options a feature module gives a meaning to (``unique_for``, ``expires_in``, ...): unlike
-#: delivery options they are stored in the payload, where the feature's middleware (and a
-#: Ruby process) reads them. The engine knows only their checks, declared by the feature
-#: when it is imported, so a bad value fails at ``set(...)`` or class definition too.
-job_options: dict[str, DeliveryCheck] = {}
+def delivery_options() -> Mapping[str, DeliveryCheck]:
+    """Options that say how to deliver one push, not what the job is: handed to the pusher as
+    its ``delivery`` and never stored in the payload. ``shard`` is the engine's; the others
+    come from the features the engine is built from (the Django app's ``using`` and
+    ``on_commit``), each with its check, so a bad value fails at ``set(...)`` or at class
+    definition, not later at push time."""
+    return {"shard": check_shard, **wurk.delivery_options}
 
 
-def declare_job_option(name: str, check: DeliveryCheck) -> None:
-    """Give the payload option ``name`` a check (a feature module calls this when imported)."""
-    if name in KNOWN_OPTIONS or name in RESERVED_KEYS or name in delivery_options:
-        raise ValueError(f"{name!r} is already an option or a payload key")
-    job_options[name] = check
+def job_options() -> Mapping[str, DeliveryCheck]:
+    """Options a feature gives a meaning to (``unique_for``, ``expires_in``, ...): unlike
+    delivery options they are stored in the payload, where the feature's middleware (and a
+    Ruby process) reads them; the engine knows their checks from its features."""
+    return wurk.job_options
 
 
 #: Relative intervals below this are seconds from now; above, an absolute epoch (Sidekiq's rule).
@@ -83,10 +81,11 @@ ABSOLUTE_EPOCH_THRESHOLD = 1_000_000_000
 def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Check option values and return them normalised (timedeltas become seconds)."""
     out: dict[str, Any] = {}
+    delivery, features = delivery_options(), job_options()
     for key, value in options.items():
         if key in RESERVED_KEYS:
             raise ValueError(f"{where}: {key!r} cannot be set as an option; the client writes it")
-        check = delivery_options.get(key) or job_options.get(key)
+        check = delivery.get(key) or features.get(key)
         if check is not None:
             value = check(value, where)
         elif key == "queue":
@@ -183,7 +182,7 @@ class Job:
             if value is not None:
                 raw[key] = value
         # A feature's option may be a class attribute too (``expires_in = 3600``), like ``queue``.
-        for key in job_options:
+        for key in job_options():
             value = getattr(cls, key, None)
             if value is not None:
                 raw[key] = value
@@ -301,12 +300,13 @@ class Setter(Generic[P]):
             "retry": self.options.get("retry", True),
             "queue": self.options.get("queue", "default"),
         }
+        delivery = delivery_options()
         for key, value in self.options.items():
-            if key not in ("retry", "queue") and key not in delivery_options:
+            if key not in ("retry", "queue") and key not in delivery:
                 head[key] = value
         self._head = head
         # Read on every push: built once (``delivery`` hands out copies).
-        self._delivery = {k: v for k, v in self.options.items() if k in delivery_options}
+        self._delivery = {k: v for k, v in self.options.items() if k in delivery}
         self._shape = call_shape(job_class)
 
     def set(self, **options: Any) -> Setter[P]:
@@ -539,21 +539,3 @@ def job(
     if fn is not None:
         return wrap(fn)
     return wrap
-
-
-def check_shard(value: Any, where: str) -> str | None:
-    """A shard name; ``set(shard=...)`` also checks ``WURK["SHARDS"]`` names it, while a class
-    attribute is checked at its first push (defining a class never reads settings)."""
-    if value is None:
-        return None
-    if not isinstance(value, str) or not QUEUE_NAME.match(value):
-        raise ValueError(f"{where}: shard must be a shard name from WURK['SHARDS'], got {value!r}")
-    if where.endswith(".set()"):
-        try:
-            wurk.config.shard_url(value)
-        except ValueError as exc:
-            raise ValueError(f"{where}: {exc}") from None
-    return value
-
-
-declare_delivery_option("shard", check_shard)

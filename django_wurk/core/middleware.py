@@ -6,7 +6,9 @@ the schedule and retry sets) and may drop it by returning ``None`` instead of wh
 ``call_next()`` returned. Server middleware wraps every execution.
 
 Chains hold instances, built from a class and its arguments when added, so ``remove`` and
-``insert_before`` can name a middleware by its class, as in Sidekiq.
+``insert_before`` can name a middleware by its class, as in Sidekiq. The features' middleware
+is placed by the engine (``Wurk.use``, ``compose``); an application's own, added with those
+verbs, keeps its place next to the feature middleware it was put after.
 
 A middleware that acts only on payloads carrying some option says so with a class
 attribute ``payload_keys``, a tuple of key names: the chain then calls it only for a
@@ -68,7 +70,8 @@ class Chain:
     empty = True
 
     def __init__(self) -> None:
-        self._entries: list[tuple[type, Any]] = []
+        #: (class, instance, owner): owner is the feature whose middleware it is, or None.
+        self._entries: list[tuple[type, Any, str | None]] = []
         #: ``_entries`` from the innermost out, each with its ``payload_keys`` (None: always
         #: called), built again on the first ``invoke`` after an edit.
         self._plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] | None = None
@@ -81,48 +84,73 @@ class Chain:
         self._contextual = False
 
     def __iter__(self) -> Any:
-        return iter([instance for _, instance in self._entries])
+        return iter([instance for _, instance, _ in self._entries])
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __contains__(self, cls: type) -> bool:
-        return any(c is cls for c, _ in self._entries)
+        return any(c is cls for c, _, _ in self._entries)
+
+    def owners(self) -> list[str | None]:
+        """Whose each middleware is, outermost first: a feature's name, or None (an application's)."""
+        return [owner for _, _, owner in self._entries]
 
     def add(self, cls: type, *args: Any, **kwargs: Any) -> None:
         """Append ``cls(*args, **kwargs)``; adding a class twice replaces the first."""
         self.remove(cls)
-        self._entries.append((cls, cls(*args, **kwargs)))
-        self._plan = None
-        self.empty = not self._entries
+        self._entries.append((cls, cls(*args, **kwargs), None))
+        self._changed()
 
     def prepend(self, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
-        self._entries.insert(0, (cls, cls(*args, **kwargs)))
-        self._plan = None
-        self.empty = not self._entries
+        self._entries.insert(0, (cls, cls(*args, **kwargs), None))
+        self._changed()
 
     def insert_before(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
-        self._entries.insert(self._index(old), (cls, cls(*args, **kwargs)))
-        self._plan = None
-        self.empty = not self._entries
+        self._entries.insert(self._index(old), (cls, cls(*args, **kwargs), None))
+        self._changed()
 
     def insert_after(self, old: type, cls: type, *args: Any, **kwargs: Any) -> None:
         self.remove(cls)
-        self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs)))
-        self._plan = None
-        self.empty = not self._entries
+        self._entries.insert(self._index(old) + 1, (cls, cls(*args, **kwargs), None))
+        self._changed()
 
     def remove(self, cls: type) -> None:
-        self._entries = [(c, i) for c, i in self._entries if c is not cls]
+        self._entries = [(c, i, o) for c, i, o in self._entries if c is not cls]
+        self._changed()
+
+    def compose(self, features: list[tuple[str, Any]]) -> None:
+        """The features' middleware becomes ``features`` (owner, instance), outermost first.
+
+        An application's own middleware stays right after the feature middleware it
+        followed (at the start if it came first, at the end if that feature is gone), so
+        adding a feature later never moves it to the other side of the ones it was put beside.
+        """
+        anchored: dict[str | None, list[tuple[type, Any, str | None]]] = {}
+        anchor: str | None = None
+        for entry in self._entries:
+            if entry[2] is None:
+                anchored.setdefault(anchor, []).append(entry)
+            else:
+                anchor = entry[2]
+        entries = anchored.pop(None, [])
+        for owner, instance in features:
+            entries.append((type(instance), instance, owner))
+            entries += anchored.pop(owner, [])
+        for rest in anchored.values():
+            entries += rest
+        self._entries = entries
+        self._changed()
+
+    def _changed(self) -> None:
         self._plan = None
         self.empty = not self._entries
 
     def clear(self) -> None:
         self._entries = []
-        self._plan = None
-        self.empty = not self._entries
+        self._changed()
 
     @contextmanager
     def preserved(self) -> Iterator[Chain]:
@@ -136,13 +164,13 @@ class Chain:
         self.empty = not self._entries
 
     def _index(self, cls: type) -> int:
-        for i, (c, _) in enumerate(self._entries):
+        for i, (c, _, _) in enumerate(self._entries):
             if c is cls:
                 return i
         raise ValueError(f"{cls.__qualname__} is not in this middleware chain")
 
     def _build_plan(self) -> list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]]:
-        instances = [instance for _, instance in reversed(self._entries)]
+        instances = [instance for _, instance, _ in reversed(self._entries)]
         adds: list[frozenset[str] | None] = [getattr(i, "adds_keys", None) for i in instances]
         declared = all(a is not None for a in adds)
         plan: list[tuple[Any, tuple[str, ...] | None, Callable[[], Any] | None]] = []

@@ -50,6 +50,12 @@ MAX_BACKTRACE_BYTES = 1024 * 1024
 _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 
 
+#: Option names with a meaning to the engine, in the order Sidekiq writes them.
+KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
+#: Payload keys no option may set: the client owns them.
+RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
+
+
 class TimestampStyle(StrEnum):
     """How job timestamps are written. Scores, beats and ``run_at`` are always seconds."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from django_wurk import Wurk
 from django_wurk.api import LoopSet, current_leader
-from django_wurk.core.features.periodic import LoopSpec, install, keys
+from django_wurk.core.features.periodic import LoopSpec, features, keys
 from django_wurk.core.features.periodic.cron import Cron
 from django_wurk.core.worker import Launcher
 from tests.conftest import tail, wait_for
@@ -48,7 +48,7 @@ def test_pause_and_enqueue_a_loop_from_the_periodic_tab(
     yearly = Cron.parse("0 9 1 1 *")
     nightly = LoopSpec(yearly, jobs.echo.job_class, args=("from the loop",), tz=ZoneInfo("Europe/Berlin"))
     hostile = LoopSpec(Cron.parse("@monthly"), jobs.echo.job_class, args=(XSS,), queue="low")
-    install(wurk, [nightly, hostile], ttl=5)
+    wurk.use(*features([nightly, hostile], ttl=5))
 
     # No worker yet: nobody leads, nothing is registered.
     page.goto(BASE)

@@ -1,5 +1,35 @@
 """Sidekiq Pro/Enterprise features (batches, unique jobs, limiters, periodic jobs, ...).
 
-Each feature is one module here that plugs into the engine as client or server
-middleware or a worker hook; none of them edits the processor. Engine code only.
+Each feature is one package here that exports a ``Feature`` value (``core/feature.py``):
+what it plugs into an engine, where its middleware sits, the options it reads. Importing
+one installs nothing; an engine is built from them (``Wurk(features=...)``, ``wurk.use``).
+
+``DEFAULT`` is the set every engine of this package starts with (``django_wurk`` builds
+the process's ``wurk`` from it), listed as their server middleware nest, outermost first.
+The order comes from each feature's own ``Place`` (a test checks this list against it);
+the list is here to be read. The features a setting turns on are added by the code that
+reads the setting: periodic jobs and the election, history, metrics and the health port,
+StatsD and tracing (``runwurk``, ``django_wurk.apps``), Celery's revoked record (its first
+task), Django's connection handling (``runwurk``).
 """
+
+from __future__ import annotations
+
+from django_wurk.core.feature import Feature
+from django_wurk.core.features import batches, encryption, expiring, limiters, status, timeouts, unique
+
+#: Outermost first: a rate-limited job is rescheduled before unique, batches or status see
+#: it succeed; unique releases its lock around whatever batches count; an expired job is
+#: skipped before status calls it running or a timeout starts; encryption opens the last
+#: argument for the job alone.
+DEFAULT: tuple[Feature, ...] = (
+    limiters.FEATURE,
+    unique.FEATURE,
+    batches.FEATURE,
+    expiring.FEATURE,
+    status.FEATURE,
+    timeouts.FEATURE,
+    encryption.FEATURE,
+)
+
+__all__ = ["DEFAULT"]

@@ -61,12 +61,15 @@ class Heartbeat:
         outage: Outage,
         on_signal: Callable[[str], None],
         threads: Callable[[], int] | None = None,
+        after_beat: Callable[[], None] = lambda: None,
     ) -> None:
         self.wurk = wurk
         self.config = wurk.config
         #: How many processor threads run now; written as ``threads`` beside ``concurrency``,
         #: so ``/ready`` fails while a process runs fewer than it was given.
         self.threads = threads if threads is not None else lambda: self.config.concurrency
+        #: Called after each full beat reached Redis (the ``heartbeat`` event).
+        self.after_beat = after_beat
         self.identity = identity
         self.work = work
         self.stats = stats
@@ -143,16 +146,19 @@ class Heartbeat:
 
     def beat(self) -> None:
         """One heartbeat; Redis errors are logged once per outage and the counts kept for later."""
-        self._send(self.stats.drain(), full=True)
+        if self._send(self.stats.drain(), full=True):
+            self.after_beat()
 
     def pulse(self) -> None:
         """Between beats: the busy-work hash, the process's busy count and the two stat totals."""
         self._send(self.stats.drain_totals(), full=False)
 
-    def _send(self, counts: tuple[Any, ...], full: bool) -> None:
+    def _send(self, counts: tuple[Any, ...], full: bool) -> bool:
+        """Write the beat (or pulse); True if it reached Redis."""
         try:
             self._beat(counts, full)
             self.outage.recovered()
+            return True
         except RedisError as exc:
             self.stats.restore(*counts)
             self.outage.failed(exc)
@@ -160,6 +166,7 @@ class Heartbeat:
             self.stats.restore(*counts)
             logger.exception("heartbeat failed")
             self.wurk.report_error(exc, {"context": "heartbeat"})
+        return False
 
     def _beat(self, counts: tuple[Any, ...], full: bool = True) -> None:
         redis = self.wurk.redis

@@ -30,14 +30,14 @@ from redis.exceptions import RedisError
 
 from django_wurk.core import keys
 from django_wurk.core.config import DEFAULT_SHARD, ConfigError
+from django_wurk.core.events import Process
 from django_wurk.core.worker.heartbeat import Heartbeat
 from django_wurk.core.worker.manager import Manager
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.preflight import preflight
 from django_wurk.core.worker.reaper import Reaper
 from django_wurk.core.worker.scheduler import Poller
-from django_wurk.core.worker.service import REPLACE_ME, build_watchers, supervised
-from django_wurk.core.worker.service import build as build_services
+from django_wurk.core.worker.service import REPLACE_ME, supervised
 from django_wurk.core.worker.stats import Stats
 from django_wurk.core.worker.work import WorkSets
 
@@ -79,14 +79,15 @@ class Launcher:
             self.outage,
             self.signal,
             threads=self.live_threads,
+            after_beat=lambda: self.wurk.events.fire("heartbeat", self.process),
         )
-        #: What features asked every worker process to run (see ``worker.service``).
-        self.services = build_services(wurk, self.identity, self.outage)
         #: True under ``runwurk -P N`` with reliable fetch: the supervisor replaces this process
         #: when it exits, and the jobs it was running are recovered. With basic fetch they
         #: would be lost with it, so such a process never offers to be replaced.
         self.supervised = supervised() and self.config.fetch == "reliable"
-        self.services += build_watchers(wurk, self.identity, self.outage, self)
+        #: What the lifecycle events are about (``core/events.py``); features start their
+        #: threads at ``startup`` and this process stops them (``Process.stop``) as it stops.
+        self.process = Process(wurk, self.identity, self.outage, control=self)
         # SimpleQueue, not Queue: put() must be reentrant because the OS signal handler calls it
         # in the main thread, possibly while that thread is inside get().
         self.signals: queue.SimpleQueue[str] = queue.SimpleQueue()
@@ -121,11 +122,13 @@ class Launcher:
             self._reap_once()
             self.reaper.start()
         self.poller.start()
+        self._started = True
+        # Before any job is fetched, as Sidekiq's :startup: a feature's thread (the timeouts'
+        # watchdog) is there for the first job, and one that cannot start (a health port in
+        # use) stops the process instead of leaving it to run without it.
+        self.wurk.events.fire("startup", self.process, strict=True)
         for manager in self.managers:
             manager.start()
-        for service in self.services:
-            service.start()
-        self._started = True
 
     def _reap_once(self) -> None:
         assert self.reaper is not None
@@ -141,6 +144,7 @@ class Launcher:
         for manager in self.managers:
             manager.quiet()
         self.heartbeat.quiet = True
+        self.wurk.events.fire("quiet", self.process)
 
     def stop(self) -> None:
         """Drain within the timeout, push back what is left, leave the process set."""
@@ -152,7 +156,8 @@ class Launcher:
         logger.info("shutting down; waiting up to %.0f s for running jobs", self.config.timeout)
         self.heartbeat.quiet = True
         if self._started:
-            self._stop_services()
+            self.quiet()
+            self._stop_process()
             pushed_back = self._stop_managers()
             if self.hurry.is_set():
                 logger.warning("second stop signal: not waiting any longer for running jobs")
@@ -191,7 +196,7 @@ class Launcher:
         """Processor threads running in every capsule: the heartbeat's ``threads``."""
         return sum(m.live_threads() for m in self.managers)
 
-    # JobControl (what watchers may do, see ``worker.service``) ---------------------------
+    # JobControl (what event listeners may do, see ``worker.service``) --------------------
 
     def abandon(
         self, thread: threading.Thread, job: object, failure: BaseException, *, replace: bool = True
@@ -230,12 +235,11 @@ class Launcher:
         logging.shutdown()
         os._exit(REPLACE_ME)
 
-    def _stop_services(self) -> None:
-        for service in self.services:
-            try:
-                service.stop()
-            except Exception:  # one service's failure must not keep the process from stopping
-                logger.exception("stopping service %r failed", service)
+    def _stop_process(self) -> None:
+        """``shutdown``, then what the features started stops (a leader hands over at once,
+        before the running jobs are waited for)."""
+        self.wurk.events.fire("shutdown", self.process)
+        self.process.stop()
 
     def _hurry_if_stop_signal_queued(self) -> None:
         """A TERM/INT that came before the stop began, after the one that started it."""
@@ -289,8 +293,8 @@ class Launcher:
         """Start, act on signals until told to stop, then stop. Blocks."""
         if handle_os_signals:
             self.install_signal_handlers()
-        self.start()
         try:
+            self.start()
             while True:
                 try:
                     # A timeout keeps the main thread returning to the interpreter, where

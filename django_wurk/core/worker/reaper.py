@@ -29,8 +29,8 @@ from redis.exceptions import RedisError, ResponseError
 from django_wurk.core import keys, wire
 from django_wurk.core.dead_set import invalid_payload_envelope
 from django_wurk.core.lease import Lease
-from django_wurk.core.worker.loop import Loop
 from django_wurk.core.worker.outage import Outage
+from django_wurk.core.worker.routine import Routine
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -52,7 +52,7 @@ def shown(name: str | bytes) -> str:
     return (raw(name) if isinstance(name, str) else name).decode("utf-8", "replace")
 
 
-class Reaper(Loop):
+class Reaper(Routine):
     name = "reaper"
 
     def __init__(self, wurk: Wurk, identity: str, outage: Outage) -> None:

@@ -26,7 +26,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, wire
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
-from django_wurk.core.worker.loop import Loop
+from django_wurk.core.worker.routine import Routine
 
 logger = logging.getLogger("django_wurk.scheduler")
 
@@ -36,7 +36,7 @@ BATCH = 100
 INITIAL_WAIT = 10.0
 
 
-class Poller(Loop):
+class Poller(Routine):
     name = "poller"
     SETS = (keys.RETRY, keys.SCHEDULE)
     #: Whether this pass has logged a middleware failure's traceback already.

@@ -1,40 +1,15 @@
-"""Services: threads a feature runs for as long as a worker process runs.
+"""What a worker process offers the features that act on its jobs, and how it exits to be replaced.
 
-The worker knows nothing of features (they sit above it), yet some features need a thread
-in every worker process: the periodic jobs' leader campaign is one. A feature appends a
-``ServiceFactory`` to ``Wurk.services`` when it is installed; each ``Launcher`` calls every
-factory once with its engine, its process identity and its shared ``Outage``, starts what
-they return after its own threads, and stops them first when it stops (a leader hands over
-at once instead of after the jobs drained). Quiet (TSTP) does not reach services: they are
-not job fetching, and a quieted leader must keep firing.
+The worker knows nothing of features (they sit above it). Features start their threads from
+the process's ``startup`` event (``core/events.py``); one that must act on running jobs
+(timeouts) reaches them through the ``JobControl`` the event's ``Process`` carries, never
+through the manager.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, NoReturn, Protocol
-
-from django_wurk.core.worker.outage import Outage
-
-if TYPE_CHECKING:
-    from django_wurk.core.engine import Wurk
-
-
-class Service(Protocol):
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-
-#: ``factory(wurk, identity, outage)``: one process's instance of a service.
-ServiceFactory = Callable[["Wurk", str, Outage], Service]
-
-
-def build(wurk: Wurk, identity: str, outage: Outage) -> list[Service]:
-    """Every service the features installed on ``wurk``, for the process ``identity``."""
-    return [factory(wurk, identity, outage) for factory in list(wurk.services)]
-
+from typing import NoReturn, Protocol
 
 #: The exit status of a worker process that asks its supervisor to replace it (a job it
 #: cannot stop, see ``JobControl.replace_process``): replaced at once, not counted as a crash.
@@ -58,10 +33,10 @@ def supervised() -> bool:
 
 
 class JobControl(Protocol):
-    """What a watcher may do to the jobs of its worker process (given by the launcher).
+    """What a feature may do to the jobs of its worker process (given by the launcher).
 
     The worker still knows no feature: a feature that must stop jobs (timeouts) asks for
-    this through ``Wurk.watchers`` instead of reaching into the manager.
+    this through the ``Process`` of its ``startup`` event instead of reaching into the manager.
     """
 
     #: True when a supervisor replaces this process if it exits (``runwurk -P N``) and its
@@ -80,12 +55,3 @@ class JobControl(Protocol):
         stuck: the supervisor starts a fresh process, the jobs still in this one's private
         lists are recovered by reliable fetch. Only when ``supervised``."""
         ...
-
-
-#: ``factory(wurk, identity, outage, control)``: one process's instance of a watcher.
-WatcherFactory = Callable[["Wurk", str, Outage, JobControl], Service]
-
-
-def build_watchers(wurk: Wurk, identity: str, outage: Outage, control: JobControl) -> list[Service]:
-    """Every watcher the features installed on ``wurk`` (``Wurk.watchers``), for this process."""
-    return [factory(wurk, identity, outage, control) for factory in list(wurk.watchers)]

@@ -159,7 +159,7 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"WURK['STATSD_HOST']: cannot resolve {app.statsd_host!r}: {exc}"
                 ) from None
-            statsd.install(wurk, client)
+            wurk.use(statsd.feature(client))
         port = app.health_port if flag is None else flag
         self._health = None
         self._metrics_dir = None
@@ -173,7 +173,7 @@ class Command(BaseCommand):
 
             self._metrics_dir = prepare_multiprocess_dir()  # before prometheus-client is imported
         try:
-            observability.install(wurk, None if swarm else health)
+            wurk.use(*observability.features(None if swarm else health))
         except ImportError as exc:
             raise CommandError(
                 f"HEALTH_PORT needs prometheus-client (pip install 'django-wurk[prometheus]'): {exc}"
@@ -242,19 +242,15 @@ class Command(BaseCommand):
         import atexit
         import threading
 
+        from django_wurk import db
         from django_wurk.conf import app_settings
         from django_wurk.core.engine import wurk
         from django_wurk.core.worker import Launcher
-        from django_wurk.db import CloseOldConnections
 
         # Only worker threads need it; tests and inline runs keep Django's own handling
         # (its test tools detach close_old_connections for the same reason).
-        if CloseOldConnections not in wurk.server_middleware:
-            wurk.server_middleware.prepend(CloseOldConnections)
-        try:
-            launcher = Launcher(wurk)
-        except OSError as exc:  # the health port is taken: say which setting, not a traceback
-            raise CommandError(str(exc)) from None
+        wurk.use(db.FEATURE)
+        launcher = Launcher(wurk)
         relay = None
         app = app_settings()
         if app.enqueue == "outbox":
@@ -278,6 +274,8 @@ class Command(BaseCommand):
                 launcher.run(handle_os_signals=False)
                 return
         except ConfigError as exc:  # a Redis that refuses this worker for good, found at start
+            raise CommandError(str(exc)) from None
+        except OSError as exc:  # a feature could not start (the health port is taken): say which setting
             raise CommandError(str(exc)) from None
         finally:
             if relay is not None:

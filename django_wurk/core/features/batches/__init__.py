@@ -1,11 +1,10 @@
 """Batches (Sidekiq Pro's): a group of jobs, with callbacks when all of them have run.
 
-See ``docs/batches.md``. Importing this package plugs batches into the global engine
-(client and server middleware, an error handler and a death handler); ``install(wurk)``
-does the same for another ``Wurk``.
+See ``docs/batches.md``. ``FEATURE`` is what batches plug into an engine: client and
+server middleware, an error handler and a death handler.
 """
 
-from django_wurk.core.engine import wurk as _wurk
+from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.batches.batch import (
     AUTO,
     Batch,
@@ -14,13 +13,20 @@ from django_wurk.core.features.batches.batch import (
     NoSuchBatch,
 )
 from django_wurk.core.features.batches.callbacks import BatchCallback, CallbackJob, UnknownBatchCallback
-from django_wurk.core.features.batches.middleware import install
+from django_wurk.core.features.batches.middleware import plug
 from django_wurk.core.features.batches.status import BatchSet, BatchStatus, CallbackInfo, DeadBatchSet
 
-install(_wurk)
+FEATURE = Feature(
+    "batches",
+    plug,
+    # A job's success is counted once every middleware inside let it finish: a job expiry
+    # skipped, or one Celery revoked, is done with (and counted) as a success on its way out.
+    server_place=Place(outside=("celery_revoked", "expiring")),
+)
 
 __all__ = [
     "AUTO",
+    "FEATURE",
     "Batch",
     "BatchCallback",
     "BatchClosed",
@@ -32,5 +38,4 @@ __all__ = [
     "DeadBatchSet",
     "NoSuchBatch",
     "UnknownBatchCallback",
-    "install",
 ]

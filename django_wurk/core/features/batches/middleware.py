@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core.client import capturing, writes_to_redis
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.batch import _Block, running_bid
 from django_wurk.core.features.batches.script import run
@@ -153,14 +154,11 @@ class BatchDeathHandler:
             record(self.wurk, "death", bid, str(payload.get("jid", "")))
 
 
-def install(wurk: Wurk) -> None:
-    """Plug batches into ``wurk`` (idempotent)."""
-    if BatchClientMiddleware not in wurk.client_middleware:
-        wurk.client_middleware.add(BatchClientMiddleware, wurk)
-    if BatchServerMiddleware not in wurk.server_middleware:
-        # First in the chain: it counts the job only once the middleware after it let it finish.
-        wurk.server_middleware.prepend(BatchServerMiddleware, wurk)
-    if not any(isinstance(h, BatchErrorHandler) for h in wurk.error_handlers):
-        wurk.error_handlers.append(BatchErrorHandler(wurk))
-    if not any(isinstance(h, BatchDeathHandler) for h in wurk.death_handlers):
-        wurk.death_handlers.append(BatchDeathHandler(wurk))
+def plug(wurk: Wurk) -> Plug:
+    """What batches plug into ``wurk``: both middleware, an error and a death handler."""
+    return Plug(
+        client=BatchClientMiddleware(wurk),
+        server=BatchServerMiddleware(wurk),
+        on_error=BatchErrorHandler(wurk),
+        on_death=BatchDeathHandler(wurk),
+    )

@@ -1,14 +1,13 @@
 """Encrypted job arguments (Sidekiq Enterprise's ``encrypt: true``), with AES-256-GCM.
 
-See ``docs/encryption.md``. Importing this package declares the ``encrypt`` job option and
-plugs the client and server middleware into the global engine; ``install(wurk)`` does the
-same for another ``Wurk``. The ``cryptography`` package is imported only when a value is
+See ``docs/encryption.md``. ``FEATURE`` reads the ``encrypt`` job option and plugs in the
+client and server middleware. The ``cryptography`` package is imported only when a value is
 sealed or opened.
 """
 
 from typing import Any
 
-from django_wurk.core.engine import wurk as _wurk
+from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.encryption.envelope import (
     FORMAT,
     MARKER,
@@ -16,8 +15,7 @@ from django_wurk.core.features.encryption.envelope import (
     UndecryptableJob,
     is_envelope,
 )
-from django_wurk.core.features.encryption.middleware import HIDDEN, EncryptedJobError, install
-from django_wurk.core.job import declare_job_option
+from django_wurk.core.features.encryption.middleware import HIDDEN, EncryptedJobError, plug
 
 
 def _check_encrypt(value: Any, where: str) -> Any:
@@ -26,16 +24,24 @@ def _check_encrypt(value: Any, where: str) -> Any:
     return value
 
 
-declare_job_option("encrypt", _check_encrypt)
-install(_wurk)
+FEATURE = Feature(
+    "encryption",
+    plug,
+    # The client's seals the last argument after every other client middleware saw the push
+    # (on its way out), the server's opens it around ``perform`` only: every other middleware,
+    # handler and the retry set see it sealed.
+    client_place=Place(edge="outer"),
+    server_place=Place(edge="inner"),
+    job_options={"encrypt": _check_encrypt},
+)
 
 __all__ = [
+    "FEATURE",
     "FORMAT",
     "HIDDEN",
     "MARKER",
     "EncryptedJobError",
     "EncryptionError",
     "UndecryptableJob",
-    "install",
     "is_envelope",
 ]

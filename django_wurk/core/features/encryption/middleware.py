@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from django_wurk.core import activejob
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.encryption.envelope import (
     EncryptionError,
     UndecryptableJob,
@@ -126,41 +127,63 @@ class EncryptionServerMiddleware:
         finally:
             args[:] = stored
         if failure is not None:
+            concealed = conceal(failure)
+            # This frame outlives the raise in the traceback, and reporters read its locals:
+            # the original exception (its attributes, its chain) must not be one of them.
+            failure = None
             # Raised outside the except block, so the new exception carries no context.
-            raise conceal(failure)
+            raise concealed
+
+
+#: The class attribute naming the attributes an exception keeps when concealed.
+KEPT = "kept_when_encrypted"
 
 
 def conceal(exc: Exception) -> Exception:
-    """``exc`` with no message, no chained exceptions and no local variables left to show.
+    """A copy of ``exc`` that holds nothing the job had: the route out of an encrypted job.
 
-    Its class stays (``retry_in`` and error reporting may depend on it) when its message
-    comes from its ``args`` alone; a class that formats its message from other state is
-    replaced by ``EncryptedJobError`` naming it.
+    The copy is a new instance of the same class (``retry_in`` and error reporting may
+    depend on it), made without calling its ``__init__``: its only argument is ``HIDDEN``,
+    and it has no attributes (whatever the job set: ``e.card = ...``, nested or not), no
+    built-in fields (``OSError.filename``, ``AttributeError.obj``), no chained exceptions
+    and no notes. An exception group's members are concealed the same way. The attributes a
+    class names in ``kept_when_encrypted`` are copied over: they hold no job data by the
+    class's own word (``OverLimit.limiter``). The traceback is kept, with the local
+    variables of its finished frames (the opened argument among them) cleared, for the
+    reporters that capture them. A class that cannot be made this way, or whose message
+    still does not read ``HIDDEN``, is replaced by ``EncryptedJobError`` naming it.
     """
-    exc.args = (HIDDEN,)
-    exc.__cause__ = None
-    exc.__context__ = None
-    exc.__suppress_context__ = True
-    if hasattr(exc, "__notes__"):
-        del exc.__notes__
-    # Finished frames' locals (the opened argument among them) are dropped, for the
-    # reporters that capture local variables.
     traceback.clear_frames(exc.__traceback__)
+    concealed = _blank(exc)
+    concealed.__traceback__ = exc.__traceback__
+    concealed.__suppress_context__ = True
+    return concealed
+
+
+def _blank(exc: Exception) -> Exception:
+    cls = type(exc)
     try:
-        shown = str(exc)
+        if isinstance(exc, ExceptionGroup):
+            blank = cls.__new__(cls, HIDDEN, [conceal(member) for member in exc.exceptions])
+            readable = str(blank) == BaseExceptionGroup.__str__(blank)
+        else:
+            blank = cls.__new__(cls, HIDDEN)
+            blank.args = (HIDDEN,)
+            readable = str(blank) in (HIDDEN, repr(HIDDEN))
+        for name in getattr(cls, KEPT, ()):
+            if hasattr(exc, name):
+                setattr(blank, name, getattr(exc, name))
     except Exception:
-        shown = None
-    if shown in (HIDDEN, repr(HIDDEN)):
-        return exc
-    name = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    replacement = EncryptedJobError(f"{name}: {HIDDEN}")
-    replacement.__traceback__ = exc.__traceback__
-    return replacement
+        readable = False
+    if readable:
+        return blank
+    return EncryptedJobError(f"{_name(exc)}: {HIDDEN}")
 
 
-def install(wurk: Wurk) -> None:
-    """Plug encryption into ``wurk`` (idempotent)."""
-    if EncryptionClientMiddleware not in wurk.client_middleware:
-        wurk.client_middleware.prepend(EncryptionClientMiddleware, wurk)
-    if EncryptionServerMiddleware not in wurk.server_middleware:
-        wurk.server_middleware.add(EncryptionServerMiddleware, wurk)
+def _name(exc: BaseException) -> str:
+    return f"{type(exc).__module__}.{type(exc).__qualname__}"
+
+
+def plug(wurk: Wurk) -> Plug:
+    """What encryption plugs into ``wurk``: the client middleware that seals, the server one that opens."""
+    return Plug(client=EncryptionClientMiddleware(wurk), server=EncryptionServerMiddleware(wurk))

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError
 
 from django_wurk.core import keys, wire
 from django_wurk.core.client import writes_to_redis
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.expiring.option import EXPIRES_AT, EXPIRES_IN, absent, deadline, duration
 from django_wurk.core.wire import Payload
 
@@ -133,11 +134,6 @@ def count_expired(wurk: Wurk) -> None:
         logger.warning("could not count an expired job in %s: %s", keys.STAT_EXPIRED, exc)
 
 
-def install(wurk: Wurk) -> None:
-    """Plug expiring jobs into ``wurk`` (idempotent)."""
-    if ExpiryClientMiddleware not in wurk.client_middleware:
-        wurk.client_middleware.add(ExpiryClientMiddleware, wurk)
-    if ExpiryServerMiddleware not in wurk.server_middleware:
-        # Appended, never prepended: the batches middleware, which counts a skipped job as a
-        # success on its way out, must stay outside it.
-        wurk.server_middleware.add(ExpiryServerMiddleware, wurk)
+def plug(wurk: Wurk) -> Plug:
+    """What expiring jobs plug into ``wurk``: the client middleware stamps, the server one skips."""
+    return Plug(client=ExpiryClientMiddleware(wurk), server=ExpiryServerMiddleware(wurk))

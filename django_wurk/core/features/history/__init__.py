@@ -1,11 +1,12 @@
 """Historical metrics (Sidekiq Enterprise's ``retain_history``): the fleet's counters over days.
 
-See ``docs/metrics.md``. ``install(wurk, interval, retention)`` adds a leader duty
+See ``docs/metrics.md``. ``feature(interval, retention)`` is a leader duty
 (``core/features/periodic/duties.py``): the process that leads the fleet writes one snapshot
 every ``interval`` seconds into the stream ``history:metrics`` (``keys.py`` has the fields),
-trimmed to ``retention`` seconds. No second election: the periodic feature's campaign
-decides who leads, so a process kept out of it (``WURK["LEADER"] = False``) never records,
-and while no process leads nothing is recorded (the gap shows in the history).
+trimmed to ``retention`` seconds. No second election: the fleet's one election
+(``periodic.leadership``) decides who leads, so a process kept out of it
+(``WURK["LEADER"] = False``) never records, and while no process leads nothing is recorded
+(the gap shows in the history). It needs no periodic jobs, only the election.
 ``History`` reads the snapshots back.
 """
 
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django_wurk.core.feature import Feature, Plug
 from django_wurk.core.features.history.keys import STREAM
 from django_wurk.core.features.history.reader import History, QueueGauge, Snapshot
-from django_wurk.core.features.periodic.duties import add_duty, remove_duty
+from django_wurk.core.features.periodic.duties import while_leading
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -28,9 +30,8 @@ DEFAULT_RETENTION = 7 * 24 * 3600.0
 DUTY = "history"
 
 
-def install(wurk: Wurk, interval: float = DEFAULT_INTERVAL, retention: float = DEFAULT_RETENTION) -> None:
-    """Have the leader of ``wurk``'s fleet record a snapshot every ``interval`` seconds, kept
-    ``retention`` seconds. Installing again replaces the earlier installation."""
+def feature(interval: float = DEFAULT_INTERVAL, retention: float = DEFAULT_RETENTION) -> Feature:
+    """The leader records a snapshot every ``interval`` seconds, kept ``retention`` seconds."""
     if not (isinstance(interval, (int, float)) and interval > 0 and interval < float("inf")):
         raise ValueError(f"the history interval must be a number of seconds above 0, got {interval!r}")
     if not (isinstance(retention, (int, float)) and retention >= interval and retention < float("inf")):
@@ -43,12 +44,10 @@ def install(wurk: Wurk, interval: float = DEFAULT_INTERVAL, retention: float = D
 
         return Recorder(engine, identity, float(interval), float(retention))
 
-    add_duty(wurk, history_duty, DUTY)
+    def plug(wurk: Wurk) -> Plug:
+        return Plug(events=while_leading(wurk, history_duty))
 
-
-def uninstall(wurk: Wurk) -> None:
-    """Stop recording (what is in the stream stays, and is still read)."""
-    remove_duty(wurk, DUTY)
+    return Feature(DUTY, plug)
 
 
 __all__ = [
@@ -58,6 +57,5 @@ __all__ = [
     "History",
     "QueueGauge",
     "Snapshot",
-    "install",
-    "uninstall",
+    "feature",
 ]

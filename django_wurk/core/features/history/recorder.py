@@ -1,7 +1,7 @@
 """The leader's duty: a snapshot of the fleet's counters every interval, into the stream.
 
-It runs in the periodic service's thread of the process that leads (``Wurk.leader_duties``),
-so one process of the fleet records; the write itself (``history_snapshot.lua``) checks the
+It runs as a leader duty (``periodic/duties.py``) of the process that leads the fleet, so
+one process records; the write itself (``history_snapshot.lua``) checks the
 lease again and refuses a snapshot closer than half an interval to the newest one, so a
 change of leader never records twice. What it reads is the data API's ``Stats`` (the totals,
 the sets, busy and processes) and ``queue_summaries`` (each queue's size and latency), a few

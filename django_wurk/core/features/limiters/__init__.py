@@ -2,16 +2,11 @@
 
 ``concurrent``, ``bucket``, ``window``, ``leaky``, ``points`` and ``unlimited`` build a
 limiter; ``with limiter.within_limit(): ...`` runs a block within it or raises
-``OverLimit``. See ``docs/limiters.md``. Importing this package plugs the job-side
-handling of ``OverLimit`` (reschedule with back-off) into the global engine;
-``install(wurk)`` does the same for another ``Wurk``.
+``OverLimit``. See ``docs/limiters.md``. ``FEATURE`` plugs in the job-side handling of
+``OverLimit``: the job is rescheduled with back-off.
 """
 
-# Imported (so installed) before this feature's middleware is prepended: theirs must sit
-# inside it, to see a rate-limited job raise instead of return (see middleware.py).
-from django_wurk.core.features import batches as _batches  # noqa: F401, I001
-from django_wurk.core.features import unique as _unique  # noqa: F401
-from django_wurk.core.engine import wurk as _wurk
+from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.limiters.base import (
     Handle,
     Limiter,
@@ -30,11 +25,18 @@ from django_wurk.core.features.limiters.constructors import (
     window,
 )
 from django_wurk.core.features.limiters.listing import LimiterInfo, LimiterSet
-from django_wurk.core.features.limiters.middleware import LimiterServerMiddleware, install
+from django_wurk.core.features.limiters.middleware import LimiterServerMiddleware, plug
 
-install(_wurk)
+FEATURE = Feature(
+    "limiters",
+    plug,
+    # Outside the features that must see a rate-limited job raise, never return: the unique
+    # lock is kept, the batch does not count a success, status does not say "succeeded".
+    server_place=Place(outside=("unique", "batches", "status")),
+)
 
 __all__ = [
+    "FEATURE",
     "Handle",
     "Limiter",
     "LimiterError",
@@ -47,7 +49,6 @@ __all__ = [
     "bucket",
     "concurrent",
     "configure",
-    "install",
     "leaky",
     "points",
     "unlimited",

@@ -53,6 +53,11 @@ class OverLimit(Exception):
     (not counted as a failure) unless it has been rescheduled too often already.
     """
 
+    #: Raised out of an ``encrypt=True`` job, the exception is concealed (docs/encryption.md)
+    #: but keeps the limiter, which is configuration, not job data: the limiter middleware
+    #: around the job needs it to reschedule the job by that limiter's rules.
+    kept_when_encrypted: ClassVar[tuple[str, ...]] = ("limiter",)
+
     def __init__(self, limiter: Limiter) -> None:
         super().__init__(f"{limiter.kind} limiter {limiter.name!r} over its limit")
         self.limiter = limiter

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from django_wurk.core import keys, wire
 from django_wurk.core.client import writes_to_redis
 from django_wurk.core.dead_set import bury
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.limiters.base import Limiter, OverLimit, defaults
 from django_wurk.core.wire import Payload
 
@@ -122,6 +123,6 @@ class LimiterServerMiddleware:
         return float(min(delay, MAX_BACKOFF))
 
 
-def install(wurk: Wurk) -> None:
-    """Plug the limiters' job handling into ``wurk`` (idempotent): first in the server chain."""
-    wurk.server_middleware.prepend(LimiterServerMiddleware, wurk)
+def plug(wurk: Wurk) -> Plug:
+    """What limiters plug into ``wurk``: the server middleware that reschedules a rate-limited job."""
+    return Plug(server=LimiterServerMiddleware(wurk))

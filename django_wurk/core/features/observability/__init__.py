@@ -1,38 +1,46 @@
 """Observability: Prometheus metrics and Kubernetes probes on a health port.
 
-See ``docs/observability.md``. ``install(wurk, health)`` counts every execution of
-``wurk``'s workers (a server middleware, the retry and death hooks, the Redis outage
-counter) and, given ``HealthOptions``, has each worker process serve ``/metrics``,
-``/live`` and ``/ready``. A ``-P N`` swarm passes no options to its children and serves
-the port from its supervisor instead (``supervisor``). prometheus-client is imported
-only here, so it stays an optional dependency.
+See ``docs/observability.md``. ``features(health)`` counts every execution of a worker (the
+``metrics`` feature: a server middleware, the retry and death hooks, the Redis outage
+counter) and, given ``HealthOptions``, has each worker process serve ``/metrics``, ``/live``
+and ``/ready`` (the ``health`` feature). A ``-P N`` swarm gives its children no options and
+serves the port from its supervisor instead (``supervisor``). prometheus-client is imported
+only when they are built, so it stays an optional dependency.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django_wurk.core.events import Process
+from django_wurk.core.feature import Feature, Plug
 from django_wurk.core.features.observability.options import HealthOptions
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
-    from django_wurk.core.worker.outage import Outage
-    from django_wurk.core.worker.service import Service
 
 
-def install(wurk: Wurk, health: HealthOptions | None = None) -> None:
-    """Count ``wurk``'s jobs; with ``health``, each worker process serves the health port."""
+def health_feature(health: HealthOptions) -> Feature:
+    """Each worker process serves the health port ``health`` while it runs."""
+
+    def plug(wurk: Wurk) -> Plug:
+        def serve(process: Process) -> None:
+            from django_wurk.core.features.observability.service import health_server
+
+            server = health_server(wurk, process.identity, health)
+            server.start()
+            process.at_stop(server.stop)
+
+        return Plug(events={"startup": serve})
+
+    return Feature("health", plug)
+
+
+def features(health: HealthOptions | None = None) -> tuple[Feature, ...]:
+    """Counting, and with ``health`` the port: what ``runwurk`` uses for ``HEALTH_PORT``."""
     from django_wurk.core.features.observability import metrics
-    from django_wurk.core.features.observability.service import ObservabilityService
 
-    metrics.install(wurk)
-
-    def observability_service(engine: Wurk, identity: str, outage: Outage) -> Service:
-        return ObservabilityService(engine, identity, outage, health)
-
-    observability_service.observability = True  # type: ignore[attr-defined]
-    wurk.services[:] = [s for s in wurk.services if not getattr(s, "observability", False)]
-    wurk.services.append(observability_service)
+    return (metrics.FEATURE,) if health is None else (metrics.FEATURE, health_feature(health))
 
 
-__all__ = ["HealthOptions", "install"]
+__all__ = ["HealthOptions", "features", "health_feature"]

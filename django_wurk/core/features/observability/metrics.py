@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from django_wurk.core import wire
 from django_wurk.core.engine import UnknownJobError
+from django_wurk.core.events import Process
+from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -168,10 +170,19 @@ def count_redis_error(exc: BaseException) -> None:
     redis_errors.inc()
 
 
-def install(wurk: Wurk) -> None:
-    """Count ``wurk``'s executions; installing twice counts once."""
-    wurk.server_middleware.prepend(JobMetrics)
-    if count_retry not in wurk.retry_handlers:
-        wurk.retry_handlers.append(count_retry)
-    if count_death not in wurk.death_handlers:
-        wurk.death_handlers.append(count_death)
+def _count_redis_errors(process: Process) -> None:
+    process.outage.listeners.append(count_redis_error)
+
+
+def plug(wurk: Wurk) -> Plug:
+    """Every execution counted and timed, retries and deaths counted, Redis errors counted."""
+    return Plug(
+        server=JobMetrics(),
+        on_retry=count_retry,
+        on_death=count_death,
+        events={"startup": _count_redis_errors},
+    )
+
+
+#: Prometheus' counting, around the built-in features: a rate-limited job counts once it runs.
+FEATURE = Feature("metrics", plug, server_place=Place(outside=("limiters",)))

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
+from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -152,25 +153,27 @@ class StatsdMiddleware:
         s.send(f"{p}.jobs.count:1|c{tags}\n{p}.jobs.{outcome}:1|c{tags}\n{p}.jobs.perform:{ms:.3f}|ms{tags}")
 
 
-def install(wurk: Wurk, statsd: Statsd, gauge_interval: float = DEFAULT_GAUGE_INTERVAL) -> None:
-    """Send ``wurk``'s job counts and timings to ``statsd``, and (from the fleet's leader) its
-    gauges every ``gauge_interval`` seconds; installing again replaces it."""
-    from django_wurk.core.features.periodic.duties import add_duty
+def feature(statsd: Statsd, gauge_interval: float = DEFAULT_GAUGE_INTERVAL) -> Feature:
+    """Send job counts and timings to ``statsd``, and (from the fleet's leader) its gauges
+    every ``gauge_interval`` seconds."""
+    from django_wurk.core.features.periodic.duties import while_leading
 
     if not (isinstance(gauge_interval, (int, float)) and 0 < gauge_interval < float("inf")):
         raise ValueError(f"the StatsD gauge interval must be seconds above 0, got {gauge_interval!r}")
-
-    def statsd_gauges(engine: Wurk, identity: str) -> StatsdGauges:
-        return StatsdGauges(engine, statsd, float(gauge_interval))
-
-    add_duty(wurk, statsd_gauges, DUTY)
-    wurk.server_middleware.prepend(StatsdMiddleware, statsd)
 
     def statsd_retried(payload: Payload, exc: BaseException) -> None:
         queue = payload.get("queue")
         tags = statsd.tags(wire.job_display_class(payload), queue if isinstance(queue, str) else "?")
         statsd.send(f"{statsd.prefix}.jobs.retried:1|c{tags}")
 
-    statsd_retried.statsd = True  # type: ignore[attr-defined]
-    wurk.retry_handlers[:] = [h for h in wurk.retry_handlers if not getattr(h, "statsd", False)]
-    wurk.retry_handlers.append(statsd_retried)
+    def plug(wurk: Wurk) -> Plug:
+        return Plug(
+            server=StatsdMiddleware(statsd),
+            on_retry=statsd_retried,
+            events=while_leading(
+                wurk, lambda engine, identity: StatsdGauges(engine, statsd, float(gauge_interval))
+            ),
+        )
+
+    # Around the built-in features, as Prometheus' counting: a rate-limited job counts once it runs.
+    return Feature("statsd", plug, server_place=Place(outside=("limiters",)))

@@ -26,6 +26,7 @@ from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 from django_wurk.core import wire
+from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -107,7 +108,16 @@ class TraceServerMiddleware:
                 raise
 
 
-def install(wurk: Wurk) -> None:
-    """Trace ``wurk``'s pushes and executions; installing twice traces once."""
-    wurk.client_middleware.add(TraceClientMiddleware)
-    wurk.server_middleware.prepend(TraceServerMiddleware)
+def plug(wurk: Wurk) -> Plug:
+    return Plug(client=TraceClientMiddleware(), server=TraceServerMiddleware())
+
+
+#: Pushes and executions traced. The enqueue span closes once the push is decided, after
+#: every other client middleware; the perform span wraps every other server middleware, the
+#: counting included, so its time is the whole run's.
+FEATURE = Feature(
+    "tracing",
+    plug,
+    client_place=Place(edge="inner"),
+    server_place=Place(outside=("metrics", "statsd", "limiters")),
+)

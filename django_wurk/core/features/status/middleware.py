@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.status import reporter
 from django_wurk.core.features.status.record import (
     DEAD,
@@ -179,13 +180,12 @@ class _DeathHandler:
         on_death(self.wurk, payload, exc)
 
 
-def install(wurk: Wurk) -> None:
-    """Plug job status into ``wurk`` (idempotent)."""
-    if StatusServerMiddleware in wurk.server_middleware:
-        return
-    # Appended: the return value is captured on the job itself, so the place in the chain
-    # only decides that "running" is written after the middleware before it let the job in.
-    wurk.server_middleware.add(StatusServerMiddleware, wurk)
-    wurk.push_gates.append(StatusGate(wurk))
-    wurk.error_handlers.append(_ErrorHandler(wurk))
-    wurk.death_handlers.append(_DeathHandler(wurk))
+def plug(wurk: Wurk) -> Plug:
+    """What job status plugs into ``wurk``: a gate ("enqueued"), the server middleware
+    ("running", "succeeded"), an error handler ("retrying") and a death handler."""
+    return Plug(
+        server=StatusServerMiddleware(wurk),
+        gate=StatusGate(wurk),
+        on_error=_ErrorHandler(wurk),
+        on_death=_DeathHandler(wurk),
+    )

@@ -1,24 +1,30 @@
 """Unique jobs (Sidekiq Enterprise's): ``@job(unique_for=600)`` and ``.set(unique_for=...)``.
 
 While a job's lock is held, pushing the same job again (same class, queue and arguments)
-pushes nothing and returns ``None``. See ``docs/unique.md``. Importing this package
-declares the ``unique_for`` and ``unique_until`` options and plugs unique jobs into the
-global engine; ``install(wurk)`` does the same for another ``Wurk``.
+pushes nothing and returns ``None``. See ``docs/unique.md``. ``FEATURE`` reads the
+``unique_for`` and ``unique_until`` options and plugs in a gate, the server middleware and a
+death handler.
 """
 
-from django_wurk.core.engine import wurk as _wurk
+from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.unique.lock import UniqueGate, digest, lock_owner
-from django_wurk.core.features.unique.middleware import UniqueDeathHandler, UniqueServerMiddleware, install
-from django_wurk.core.features.unique.options import declare
+from django_wurk.core.features.unique.middleware import UniqueDeathHandler, UniqueServerMiddleware, plug
+from django_wurk.core.features.unique.options import OPTIONS
 
-declare()
-install(_wurk)
+FEATURE = Feature(
+    "unique",
+    plug,
+    # Outside the middleware that may end a job without running it (an expired job): such a
+    # job returned as a success and is done with, so it releases its lock; one that raises keeps it.
+    server_place=Place(outside=("batches", "expiring")),
+    job_options=OPTIONS,
+)
 
 __all__ = [
+    "FEATURE",
     "UniqueDeathHandler",
     "UniqueGate",
     "UniqueServerMiddleware",
     "digest",
-    "install",
     "lock_owner",
 ]

@@ -31,6 +31,7 @@ from redis.exceptions import ResponseError
 
 from django_wurk.core import activejob, wire
 from django_wurk.core.arguments import KWARGS_KEY
+from django_wurk.core.client import write_group
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.unique.options import MAX_SECONDS
 from django_wurk.core.job import Setter
@@ -53,6 +54,8 @@ _TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
 #: A lock outlives no job by more than this (about 300 years): a job scheduled absurdly far
 #: ahead still gets a TTL Redis accepts, instead of failing its push.
 MAX_TTL = 10**10
+#: The gate's key in a ``client.WriteGroup``'s memory.
+GROUP_MEMORY = "unique"
 
 
 def ruby_float(value: float) -> str:
@@ -159,7 +162,10 @@ class UniqueGate:
 
     A job whose lock another jid holds is dropped (``perform_async`` returns ``None`` when
     the push is immediate). A scheduled job's lock lasts ``unique_for`` plus the delay, so
-    it holds from the push until the job has run and ``unique_for`` passed.
+    it holds from the push until the job has run and ``unique_for`` passed. Within a
+    ``client.WriteGroup`` (a transaction's pushes at its commit, an outbox relay pass) only
+    the first push of each lock asks for it, and the others are dropped: written one by one,
+    the first could otherwise run and release its lock before the second is written.
     """
 
     def __init__(self, wurk: Wurk) -> None:
@@ -169,6 +175,10 @@ class UniqueGate:
         now = time.time()
         delay = max(0.0, at - now) if at is not None else 0.0
         asked: list[tuple[Payload, str, int]] = []
+        group = write_group()
+        # Lock digest -> the jid that asked for it first, over the writes of one group.
+        first: dict[str, str] | None = group.memory.setdefault(GROUP_MEMORY, {}) if group else None
+        early: set[int] = set()
         for payload in payloads:
             if UNLOCKS_AT in payload:
                 continue  # admitted before: a re-push of a job that already went through here
@@ -181,7 +191,25 @@ class UniqueGate:
                 token = digest(payload)
             except wire.PayloadError:
                 continue  # the push itself will refuse it, with the reason
+            if first is not None:
+                jid = str(payload.get("jid"))
+                owner = first.setdefault(token, jid)
+                if owner != jid:
+                    # Pushed earlier in this group: the lock may be released already (that job
+                    # ran), but this is the duplicate the group's first push made it.
+                    early.add(id(payload))
+                    logger.info(
+                        "Skipping enqueue of %s (jid %s), not unique: jid %s with lock %s was pushed "
+                        "earlier in the same transaction",
+                        payload.get("class"),
+                        jid,
+                        owner,
+                        key(token),
+                    )
+                    continue
             asked.append((payload, token, min(max(1, math.ceil(seconds + delay)), MAX_TTL)))
+        if early:
+            payloads = [p for p in payloads if id(p) not in early]
         if not asked:
             return payloads
         # On this thread's own connection, as the push that follows.

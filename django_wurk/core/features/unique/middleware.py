@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from django_wurk.core.api import KilledByAPI
 from django_wurk.core.client import writes_to_redis
+from django_wurk.core.feature import Plug
 from django_wurk.core.features.unique.lock import UniqueGate, release
 from django_wurk.core.features.unique.options import START, SUCCESS
 from django_wurk.core.wire import Payload
@@ -85,14 +86,7 @@ class UniqueDeathHandler:
             release(self.wurk, payload, "when it died")
 
 
-def install(wurk: Wurk) -> None:
-    """Plug unique jobs into ``wurk`` (idempotent)."""
-    if not any(isinstance(g, UniqueGate) for g in wurk.push_gates):
-        wurk.push_gates.append(UniqueGate(wurk))
-    if UniqueServerMiddleware not in wurk.server_middleware:
-        # Prepended, outside the middleware appended after it (expiring jobs'): a job they
-        # end without running (an expired one) returned as a success, and is done with, so it
-        # releases its lock as a job that ran would; one that raises keeps it.
-        wurk.server_middleware.prepend(UniqueServerMiddleware, wurk)
-    if not any(isinstance(h, UniqueDeathHandler) for h in wurk.death_handlers):
-        wurk.death_handlers.append(UniqueDeathHandler(wurk))
+def plug(wurk: Wurk) -> Plug:
+    """What unique jobs plug into ``wurk``: the gate that takes the lock, the server
+    middleware that releases it, and a death handler that releases a dead job's."""
+    return Plug(gate=UniqueGate(wurk), server=UniqueServerMiddleware(wurk), on_death=UniqueDeathHandler(wurk))

@@ -12,8 +12,6 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django_wurk.core.job import declare_job_option
-
 #: ``unique_until`` values: release the lock just before ``perform``, or after it returned.
 START = "start"
 SUCCESS = "success"
@@ -39,6 +37,5 @@ def check_unique_until(value: Any, where: str) -> str:
     return str(value)
 
 
-def declare() -> None:
-    declare_job_option("unique_for", check_unique_for)
-    declare_job_option("unique_until", check_unique_until)
+#: The options unique jobs read, with their checks.
+OPTIONS = {"unique_for": check_unique_for, "unique_until": check_unique_until}

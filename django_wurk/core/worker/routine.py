@@ -1,8 +1,9 @@
-"""A background loop: one thread that does one thing every few seconds, whatever happens.
+"""A routine: one background thread that does one thing every few seconds, whatever happens.
 
-The poller and the reaper are such loops. Each pass may meet a Redis outage (reported once
-through the shared ``Outage``, then retried on the next pass) or a bug (logged and sent to
-the error handlers); neither ends the loop, which stops only when the process does.
+The poller, the reaper, the leader's campaign and its duties are routines. Each pass may
+meet a Redis outage (reported once through the shared ``Outage``, then retried on the next
+pass) or a bug (logged and sent to the error handlers); neither ends the routine, which
+stops only when it is told to. (Not to be confused with a periodic job's ``Loop``.)
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from django_wurk.core.worker.outage import Outage
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
 
-logger = logging.getLogger("django_wurk.loop")
+logger = logging.getLogger("django_wurk.routine")
 
 
-class Loop:
+class Routine:
     #: Thread name and the context error handlers receive.
-    name = "loop"
+    name = "routine"
 
     def __init__(self, wurk: Wurk, outage: Outage) -> None:
         self.wurk = wurk
