@@ -97,6 +97,11 @@ def start_drain(broker_url: str, redis_url: str, *args: str) -> subprocess.Popen
     )
 
 
+#: Seconds until the countdown job of the first test comes due: longer than a drain takes on
+#: a loaded machine (10 s was not: the job was then due at the drain, and pushed, not scheduled).
+COUNTDOWN = 30
+
+
 def run_drain(broker_url: str, redis_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         drain_command(broker_url, redis_url, *args),
@@ -139,7 +144,8 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     when = dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
     token = uuid.uuid4()
     plain = add.delay(1, 2)
-    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=10, expires=3600)
+    # Due well after the drain, however slow the machine: a job already due is pushed at once.
+    rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=COUNTDOWN, expires=3600)
     sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6}, retries=2)
     unknown = celery_app.send_task("legacy.gone", args=[7])
     etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
@@ -157,14 +163,16 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
     eta = dt.datetime.fromisoformat(str(etas[rich.id]))
     assert scheduled[rich.id] == pytest.approx(eta.timestamp())
-    assert found[rich.id]["expires_at"] == pytest.approx(eta.timestamp() + 3600 - 10, abs=1)
+    assert found[rich.id]["expires_at"] == pytest.approx(eta.timestamp() + 3600 - COUNTDOWN, abs=1)
     [buried] = dead(r)
     assert buried["error_class"] == "UnknownCeleryTask" and unknown.id in buried["error_message"]
     assert broker_lists(broker) == {}
     assert broker.get("wurk-celery-drain") is None  # the lease was given back
 
     stop_later.append(start(redis_url, "-c", "2", "-q", "default"))
-    wait_for(lambda: len(runs(r)) == 3, timeout=60)  # the countdown job comes due 10 s after the send
+    wait_for(
+        lambda: len(runs(r)) == 3, timeout=COUNTDOWN + 60
+    )  # the countdown job comes due after COUNTDOWN s
     ran = runs(r)
     assert ran[plain.id]["args"] == [["int", "1"], ["int", "2"]]
     assert ran[sent.id]["kwargs"] == {"b": ["int", "6"]}
