@@ -8,6 +8,7 @@ and every feature the package makes has a row, so a new one cannot be left out.
 from __future__ import annotations
 
 import re
+from dataclasses import fields
 from pathlib import Path
 
 from django_wurk import Wurk, db, delivery, signals
@@ -64,7 +65,7 @@ def names(cell: str) -> set[str]:
 
 def test_the_table_has_the_columns_the_plug_has() -> None:
     header, _ = table()
-    assert header == ["Feature", "Joins", *COLUMNS, "Events", "Options"]
+    assert header == ["Feature", "Joins", *COLUMNS, "Events", "Options", "Settings"]
 
 
 def test_the_default_rows_are_default_in_its_order() -> None:
@@ -87,6 +88,8 @@ def test_each_row_is_what_its_feature_plugs_in() -> None:
         assert documented == provided, feature.name
         assert names(row["Events"]) == set(plug.events), feature.name
         assert names(row["Options"]) == {*feature.job_options, *feature.delivery_options}, feature.name
+        keys = {f.name.upper() for f in fields(feature.settings)} if feature.settings else set()
+        assert names(row["Settings"]) == keys, feature.name
 
 
 def test_every_feature_the_package_makes_is_in_the_list() -> None:
