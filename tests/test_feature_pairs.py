@@ -17,19 +17,47 @@ elsewhere, beside the feature they mostly concern:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from django_wurk import Batch, BatchStatus, Config, Wurk, job, limiter
 from django_wurk.api import unique_lock_owner
+from django_wurk.core.features.batches import BatchCallback
+from django_wurk.core.features.unique import UniqueServerMiddleware
 from django_wurk.core.worker import Launcher
 from django_wurk.iterable import IterableJob
 from tests.conftest import wait_for
-from tests.jobsapp.unique_jobs import dies_unique, flaky_unique, record, runs
+from tests.jobsapp.unique_jobs import dies_unique, flaky_unique, record, runs, sync_address
 
 #: The one slot the unique x limiter test holds while its job tries to run.
 SLOT = "pairs-slot"
+#: Set by ``LockSeer`` once a batch callback has looked at the lock.
+callback_ran = threading.Event()
+
+
+class LockSeer(BatchCallback):
+    """Records who holds the lock of the batch's one unique job when the callback runs."""
+
+    def on_success(self, status: BatchStatus, options: dict[str, Any]) -> None:
+        record("lock_seen", ["success", unique_lock_owner(sync_address, [options["n"]])])
+        callback_ran.set()
+
+    def on_death(self, status: BatchStatus, options: dict[str, Any]) -> None:
+        record("lock_seen", ["death", unique_lock_owner(dies_unique, [options["n"]])])
+        callback_ran.set()
+
+
+class HoldsOnTheWayOut:
+    """Next inside unique's middleware: holds a batch job's return (for at most 2 s) until
+    a batch callback ran, which widens any window between "the batch counted the job" and
+    "unique released its lock" into a certainty."""
+
+    def __call__(self, job: Any, payload: dict[str, Any], queue: str, call_next: Any) -> None:
+        call_next()
+        if payload.get("bid"):
+            callback_ran.wait(2)
 
 
 @job(unique_for=600, retry=3, wire_name="pairs.unique_limited")
@@ -105,6 +133,35 @@ def test_unique_x_batch_both_hear_the_same_outcomes(wurk: Wurk, r: Any, workers:
     wait_for(lambda: BatchStatus(doomed.bid).dead_jids == [dead])
     wait_for(lambda: unique_lock_owner(dies_unique, [32]) is None)  # an automatic death releases
     assert BatchStatus(doomed.bid).died and not BatchStatus(doomed.bid).succeeded
+
+
+def test_unique_x_batch_a_success_callback_finds_the_lock_released(
+    wurk: Wurk, r: Any, workers: Launcher
+) -> None:
+    """A batch's ``success`` callback may push the same unique job again (the next round):
+    the lock must be gone by then, so unique releases it before the batch counts the job."""
+    callback_ran.clear()
+    wurk.server_middleware.insert_after(UniqueServerMiddleware, HoldsOnTheWayOut)
+    batch = Batch(description="release first")
+    batch.on("success", LockSeer, {"n": 41})
+    with batch.jobs():
+        sync_address.perform_async(41)
+    wait_for(lambda: runs("lock_seen"))
+    assert runs("lock_seen") == [["success", None]]
+
+
+def test_unique_x_batch_a_death_callback_finds_the_lock_released(
+    wurk: Wurk, r: Any, workers: Launcher
+) -> None:
+    """The same on the death path: the death handlers release the lock before the batch's
+    pushes its ``death`` callback."""
+    callback_ran.clear()
+    batch = Batch(description="release first, dead")
+    batch.on("death", LockSeer, {"n": 42})
+    with batch.jobs():
+        dies_unique.perform_async(42)
+    wait_for(lambda: runs("lock_seen"))
+    assert runs("lock_seen") == [["death", None]]
 
 
 def test_iterable_x_unique_an_interrupted_job_keeps_its_lock_and_resumes(
