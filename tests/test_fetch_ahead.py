@@ -39,6 +39,7 @@ def test_a_backlog_is_taken_several_jobs_per_round_trip_in_order(
 ) -> None:
     jobs.echo.perform_bulk([(i,) for i in range(40)])
     fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.concurrency = FETCH_AT_MOST  # room for all of them started and unacknowledged (see below)
     unit = fetch.fetch()
     assert args_of(unit) == 0
     assert r.llen(PRIVATE) == FETCH_AT_MOST and r.llen("queue:default") == 40 - FETCH_AT_MOST
@@ -53,6 +54,78 @@ def test_a_backlog_is_taken_several_jobs_per_round_trip_in_order(
     assert r.llen(PRIVATE) == FETCH_AT_MOST  # the one running and the ones taken along
     fetch.acknowledge(unit)
     assert r.llen(PRIVATE) == FETCH_AT_MOST - 1 and len(fetch.held()) == FETCH_AT_MOST - 1
+    fetch.release()
+
+
+def test_at_most_concurrency_jobs_are_started_and_unacknowledged(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    """A crash runs again only what was started and not acknowledged: never more than the
+    process's concurrency, however many jobs it took along (issue 23)."""
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    unit = fetch.fetch()
+    got = [args_of(unit)]
+    assert r.llen(PRIVATE) == FETCH_AT_MOST  # one running, the rest taken along
+    for _ in range(12):
+        unit = fetch.fetch(unit)
+        got.append(args_of(unit))
+        ready = len(fetch._ready)
+        started = r.llen(PRIVATE) - ready  # in Redis: what a kill -9 now would run again
+        assert started <= 2, f"{started} started and unacknowledged, concurrency 2"
+    assert got == list(range(13))  # in order, none skipped or twice
+    fetch.acknowledge(unit)
+    fetch.release()
+    assert r.llen(PRIVATE) == 0 and r.llen("queue:default") == 40 - 13
+
+
+def test_jobs_taken_along_and_not_started_go_back_to_the_head_of_their_queue(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    """Every thread of the process is busy: the jobs taken along would wait behind the running
+    ones while another process's thread idles, so they go back, first one first (issue 23)."""
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=1))
+    unit = fetch.fetch()  # the only thread is busy with it from now on
+    assert args_of(unit) == 0 and r.llen(PRIVATE) == FETCH_AT_MOST
+    wait_for(lambda: r.llen(PRIVATE) == 1, timeout=5)  # handed back within HAND_BACK_AFTER or so
+    assert fetch.held() == [unit] and r.llen("queue:default") == 39
+    assert json.loads(r.lindex("queue:default", -1))["args"] == [1]  # the next to be fetched
+    fetch.acknowledge(unit)
+    fetch.release()
+    assert r.llen(PRIVATE) == 0
+
+
+def test_a_recovered_job_runs_alone(wurk: Wurk, r: Any, test_config: Config) -> None:
+    """A job its worker died running before is started only once nothing else of ours is in
+    the private list but other threads' running jobs: if it kills us again, no job that merely
+    waited beside it is charged (and, three times over, buried as poison)."""
+    jobs.echo.perform_bulk([(i,) for i in range(40)])
+    fetch = fetcher(wurk, test_config.replace(concurrency=4))
+    first = fetch.fetch()
+    assert r.llen(PRIVATE) == FETCH_AT_MOST
+    # The reaper put a job back at the head of the queue, marked as recovered.
+    marked = json.dumps(
+        {
+            "class": "tests.jobsapp.jobs.echo",
+            "args": ["poison?"],
+            "jid": "r" * 24,
+            "queue": "default",
+            "recovered": 1,
+        }
+    )
+    r.rpush("queue:default", marked)
+    fetch._ready.clear()  # as if other threads had taken the ready ones (then finished)
+    r.ltrim(PRIVATE, -1, -1)
+    assert r.lrange(PRIVATE, 0, -1) == [first.raw]
+    alone = fetch.fetch(first)
+    assert json.loads(alone.raw)["args"] == ["poison?"]
+    # The one before acknowledged, nothing taken along: only the recovered job is held.
+    assert r.lrange(PRIVATE, 0, -1) == [marked.encode()] and fetch.held() == [alone]
+    fetch.acknowledge(alone)
+    nxt = fetch.fetch()
+    assert r.llen(PRIVATE) == FETCH_AT_MOST  # alone no more: taking along again
+    fetch.acknowledge(nxt)
     fetch.release()
 
 
@@ -127,6 +200,7 @@ def test_large_jobs_are_taken_along_only_up_to_a_byte_budget(wurk: Wurk, r: Any,
     """Holding 8 jobs of 100 KB per thread buys nothing (moving the bytes costs more than the
     round trip saved) and makes every acknowledgement compare longer payloads."""
     fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.concurrency = FETCH_AT_MOST
     jobs.echo.perform_bulk([("x" * 100_000, i) for i in range(40)])
     unit = fetch.fetch()
     assert args_of(unit) == "x" * 100_000 and r.llen(PRIVATE) == 1  # alone: over the budget by itself

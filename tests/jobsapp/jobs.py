@@ -295,3 +295,17 @@ def leaves_for_good(how: str) -> None:
     """As ``leaves_by``, with no retry: straight to the dead set."""
     record("leaves_for_good", how)
     raise EXITS[how]()
+
+
+@job
+def reports_its_wait(enqueued_at: float, seconds: float = 0.0) -> None:
+    """Records how long it waited between its enqueue (``time.time()``) and its start, then runs ``seconds``."""
+    waited = time.time() - enqueued_at
+    wurk.redis.rpush("seen:waited", json.dumps([waited, seconds]))
+    time.sleep(seconds)
+
+
+@job
+def counts_its_runs(n: int) -> None:
+    """Counts each start of job ``n`` (a hash field per job), so a test sees which jobs ran again."""
+    wurk.redis.hincrby("runs", str(n), 1)

@@ -7,12 +7,15 @@ recorded. If the process dies, the job is still in Redis and the reaper puts it 
 Acknowledging finished jobs rides in the same Lua call as fetching the next. From a queue
 with a backlog (more jobs waiting than threads) one call takes up to ``FETCH_AT_MOST``
 jobs, all in the private list at once; the process keeps the extra ones in memory and any
-thread's next fetch takes one without a round trip (so none waits behind a long job of the
-thread that fetched it), leaving its finished job to be acknowledged with its next round
-trip. A busy worker so pays about one round trip per ``FETCH_AT_MOST`` jobs. What this
-costs: a process that crashes may run again up to ``FETCH_AT_MOST`` finished jobs per thread
-(at-least-once, as always), and jobs taken along from a lower queue may start before a job
-that just arrived in a higher one. A thread that ends (quiet, stop) pushes back the jobs
+thread's next fetch takes one without a round trip, leaving its finished job to be
+acknowledged with the next round trip of any thread. A busy worker so pays about one round
+trip per ``FETCH_AT_MOST`` jobs. ``ReliableFetch`` bounds what this costs: at most
+``concurrency`` jobs are started and unacknowledged at once (what a crash runs again), a
+job taken along that no thread starts within ``HAND_BACK_AFTER`` goes back to the head of
+its queue (so none waits behind long jobs while another process idles), and a recovered
+job runs alone (so none that merely waited beside a poison pill is charged with it). Jobs
+taken along from a lower queue may start before a job that just arrived in a higher one.
+A thread that ends (quiet, stop) pushes back the jobs
 taken along and not started. When every queue is empty, each processor thread
 blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
 at once instead of waiting for a poll, and an idle worker does not spin.
@@ -290,14 +293,12 @@ class BasicFetch:
         return len(units)
 
 
-#: Most jobs one reliable fetch takes from a queue with a backlog, and most finished jobs a
-#: thread leaves unacknowledged before its next round trip. One round trip then serves up
-#: to this many jobs: the per-job cost of a busy worker that is mostly Redis replies falls.
+#: Most jobs one reliable fetch takes from a queue with a backlog. One round trip then serves
+#: up to this many jobs: the per-job cost of a busy worker that is mostly Redis replies falls.
 FETCH_AT_MOST = 8
 #: Seconds: a thread takes jobs along only when its last fetch was this recent (its last job,
 #: with the round trip and any wait for the GIL, was short). A round trip matters next to a
-#: short job; next to a long one it is nothing, and jobs taken along could wait behind long
-#: jobs while another process's threads are free to run them.
+#: short job; next to a long one it is nothing.
 SHORT_JOB = 0.05
 #: Bytes: a fetch takes no more jobs along once those it took hold this many. A round trip
 #: costs a worker about what reading 10 KB of payload does (docs/benchmarks.md, "Cost as
@@ -305,17 +306,22 @@ SHORT_JOB = 0.05
 #: lengthens each acknowledgement: LREM compares the payload with each entry it passes, and
 #: payloads alike but for the jid (which comes after the arguments) compare their full length.
 TAKE_ALONG_BYTES = 64 * 1024
+#: Seconds a job taken along may wait in memory for a thread of this process before it goes
+#: back to the head of its queue, where any idle thread of any process takes it. A free thread
+#: takes a ready job within microseconds; one still there this long waits behind running jobs.
+HAND_BACK_AFTER = 0.1
+#: The payload of a job the reaper recovered says so; such a job runs alone (``_isolate``).
+RECOVERED_MARK = b'"recovered":'
 
 
 class _Thread:
-    """One processor thread's share of a reliable fetch: its connection, and its jobs.
+    """One processor thread's share of a reliable fetch: its connection, and its job.
 
-    ``current`` is the job the fetch last handed it; ``done`` the finished jobs it handed
-    back, whose acknowledgement rides on its next round trip. Both are still in a private
-    list, and held: ``ReliableFetch.held`` counts them.
+    ``current`` is the job the fetch last handed it, still in a private list and held:
+    ``ReliableFetch.held`` counts it.
     """
 
-    __slots__ = ("current", "done", "handed_at", "line", "scripts", "thread")
+    __slots__ = ("alone", "current", "handed_at", "line", "scripts", "thread")
 
     def __init__(self, line: Line) -> None:
         #: The thread it serves, so that ``ReliableFetch.abandon`` can find it from another one.
@@ -323,33 +329,63 @@ class _Thread:
         self.line = line
         self.scripts = Scripts(line.call, line.pipeline)
         self.current: UnitOfWork | None = None
-        self.done: list[UnitOfWork] = []
+        #: Its current job is a recovered one, running alone (``ReliableFetch._isolate``).
+        self.alone = False
         #: ``time.monotonic()`` at the start of its last fetch (or its first): the next fetch
         #: knows how long the job in between took.
         self.handed_at = time.monotonic()
 
 
 class ReliableFetch:
+    """Reliable fetch, with two bounds that make a crash and a long job cheap.
+
+    * **At most ``concurrency`` jobs started and not acknowledged**, process-wide: a finished
+      job's acknowledgement rides on the next round trip of any thread, and a thread starts a
+      job from memory only while the started-and-unacknowledged count is under
+      ``concurrency``; otherwise the pending acknowledgements are written first. So a
+      ``kill -9`` makes at most ``concurrency`` jobs run again (those running, and those just
+      finished whose acknowledgement had not reached Redis), never a backlog of finished ones.
+    * **No job waits in memory behind running jobs**: jobs taken along that no thread of this
+      process started within ``HAND_BACK_AFTER`` are moved back to the head of their queue
+      (one step each, only if still in the private list), where an idle thread of any
+      process takes them.
+
+    A job the reaper recovered (its payload carries ``recovered``) runs alone: before it
+    starts, the jobs taken along go back and the finished ones are acknowledged, and no job is
+    taken along while it runs, so if it kills its process again only it and the jobs other
+    threads were running are charged with the recovery — a job that merely waited beside it
+    is never buried as poison.
+    """
+
     def __init__(self, config: Config, redis: Redis, scripts: Scripts, identity: str) -> None:
         self.redis = redis
         self.scripts = scripts
         self.identity = identity
         self.timeout = config.fetch_timeout
+        self.concurrency = max(1, config.concurrency)
         #: A fetch takes one more job only per this many still waiting in its queue, so a
         #: short queue goes one job per thread, and only a backlog is taken several at a time.
         self.spread = max(1, config.concurrency)
         self.short_job = SHORT_JOB
+        self.hand_back_after = HAND_BACK_AFTER
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
         self._local = threading.local()
         #: Jobs a fetch took along, not started yet: the next fetch of any thread takes one
-        #: without a round trip, so none waits behind a long job of the thread that took it.
+        #: without a round trip; ``_ready_at`` is when the oldest of them arrived.
         self._ready: deque[UnitOfWork] = deque()
+        self._ready_at = 0.0
+        #: Finished jobs whose acknowledgement has not reached Redis: the next round trip of
+        #: any thread takes them along (they count as started until its reply).
+        self._done: list[UnitOfWork] = []
+        #: Threads running a recovered job alone: while any does, nothing is taken along.
+        self._alone = 0
         #: Every thread's share; ``_lock`` makes each job's move between the ready jobs, a
-        #: thread's current job and its finished ones a single step for ``held``.
+        #: thread's current job and the finished ones a single step for ``held``.
         self._threads: list[_Thread] = []
         self._lock = threading.Lock()
+        self._watcher: threading.Thread | None = None
         self.paused = PausedQueues(redis)
         self.wrong_type = WrongTypeQueues()
 
@@ -360,6 +396,11 @@ class ReliableFetch:
             mine = self._local.mine = _Thread(Line(self.redis))
             with self._lock:
                 self._threads.append(mine)
+                if self._watcher is None or not self._watcher.is_alive():
+                    self._watcher = threading.Thread(
+                        target=self._watch_ready, name="wurk-fetch-hand-back", daemon=True
+                    )
+                    self._watcher.start()
         return mine
 
     def held(self) -> list[UnitOfWork]:
@@ -367,12 +408,24 @@ class ReliableFetch:
         running, or finished and not acknowledged yet. A job in a private list that is not
         here (nor in a fetch whose reply is still coming) is held by no one."""
         with self._lock:
-            units = list(self._ready)
+            units = list(self._ready) + self._done
             for mine in self._threads:
-                units += mine.done
                 if mine.current is not None:
                     units.append(mine.current)
         return units
+
+    def _started(self) -> int:
+        """Jobs started and not acknowledged (under ``_lock``): what a crash would run again."""
+        return len(self._done) + sum(1 for share in self._threads if share.current is not None)
+
+    def _finish(self, mine: _Thread, previous: UnitOfWork | None) -> None:
+        """``mine``'s job ``previous`` is finished (under ``_lock``)."""
+        if previous is not None and not any(u is previous for u in self._done):
+            self._done.append(previous)
+        if mine.alone:
+            mine.alone = False
+            self._alone -= 1
+        mine.current = None
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         mine = self._thread()
@@ -380,12 +433,19 @@ class ReliableFetch:
         short = now - mine.handed_at < self.short_job
         mine.handed_at = now
         with self._lock:
-            if previous is not None:
-                mine.done.append(previous)
-            mine.current = None
-            if self._ready and len(mine.done) < FETCH_AT_MOST:
-                unit = mine.current = self._ready.popleft()
-                return unit
+            self._finish(mine, previous)
+            if self._ready:
+                if self._started() < self.concurrency:
+                    return self._handed(mine, self._ready.popleft())
+                flush = True
+            else:
+                flush = False
+        if flush:
+            # The budget is spent on finished jobs: acknowledge them, then start a ready one.
+            self.acknowledge()
+            with self._lock:
+                if self._ready and self._started() < self.concurrency:
+                    return self._handed(mine, self._ready.popleft())
         order = self.paused.running(self.order())
         if self.wrong_type.skipped:
             order = self.wrong_type.running(order)
@@ -396,22 +456,31 @@ class ReliableFetch:
         script_keys: list[str] = []
         for name in order:
             script_keys += self._keys[name]
-        done = mine.done
+        with self._lock:
+            done = list(self._done)
+            along = FETCH_AT_MOST if short and not self._alone else 1
         found = mine.scripts.fetch(
             script_keys,
             [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
-            FETCH_AT_MOST if short else 1,
+            along,
             self.spread,
             TAKE_ALONG_BYTES,
         )
         taken = int(found[1]) if found else 0
+        unit: UnitOfWork | None = None
         with self._lock:
-            del done[:]
+            self._forget(done)
             if found and taken:
                 queue = found[0].decode()[6:]  # strip "queue:"
-                unit = mine.current = UnitOfWork(queue, found[2])
+                unit = UnitOfWork(queue, found[2])
                 if taken > 1:
+                    if not self._ready:
+                        self._ready_at = time.monotonic()
                     self._ready.extend(UnitOfWork(queue, raw) for raw in found[3 : 2 + taken])
+                over = self._started() >= self.concurrency
+        if unit is not None and over:
+            # Rare: other threads finished jobs while this round trip was on its way.
+            self.acknowledge()
         if found:
             if len(found) > 2 + taken:  # some queue's key is not a list (fetch.lua went on past it)
                 for at in range(2 + taken, len(found), 3):
@@ -419,8 +488,9 @@ class ReliableFetch:
                         found[at].decode()[6:], found[at + 1].decode(), found[at + 2].decode()
                     )
                 order = self.wrong_type.running(order)
-            if taken:
-                return unit
+            if unit is not None:
+                with self._lock:
+                    return self._handed(mine, unit)
             if not order:
                 return None  # the next fetch waits
         # Every queue is empty: block on one of them until a job arrives. Threads take
@@ -433,17 +503,80 @@ class ReliableFetch:
         if raw is None:
             return None
         with self._lock:
-            unit = mine.current = UnitOfWork(queue=name, raw=raw)
+            return self._handed(mine, UnitOfWork(queue=name, raw=raw))
+
+    def _handed(self, mine: _Thread, unit: UnitOfWork) -> UnitOfWork:
+        """``_start`` (under ``_lock``); a recovered job's isolation is done outside the lock."""
+        ready = self._start(mine, unit)
+        if ready is not None:
+            self._lock.release()
+            try:
+                self._alone_now(ready)
+            finally:
+                self._lock.acquire()
         return unit
 
+    def _start(self, mine: _Thread, unit: UnitOfWork) -> list[UnitOfWork] | None:
+        """Hand ``unit`` to ``mine`` (under ``_lock``, in the step that took it, so ``held``
+        never misses it). For a recovered job, the jobs taken along, to give back (``_alone``)."""
+        mine.current = unit
+        if RECOVERED_MARK not in unit.raw:
+            return None
+        mine.alone = True
+        self._alone += 1
+        ready = list(self._ready)
+        self._ready.clear()
+        return ready
+
+    def _alone_now(self, ready: list[UnitOfWork]) -> None:
+        """A recovered job is about to run: nothing else of ours may be charged if it kills us
+        again, so the jobs taken along go back and the finished ones are acknowledged first."""
+        self._give_back(ready)
+        self.acknowledge()
+
+    def _give_back(self, ready: list[UnitOfWork]) -> None:
+        """Move jobs taken along and not started back to the head of their queues."""
+        if not ready:
+            return
+        try:
+            moved = self.push_back(ready[::-1])  # each to the fetching end: the first goes last
+        except RedisError as exc:
+            # They stay in the private list, held by no one: the stray sweep or the stop puts them back.
+            logger.warning("could not give back %d job(s) not started yet: %s", len(ready), exc)
+        else:
+            logger.debug("gave back %d job(s) taken along but not started", moved)
+
+    def _watch_ready(self) -> None:
+        """Give back jobs taken along that no thread started in ``hand_back_after`` seconds:
+        every thread of this process is busy, and another process may have a free one."""
+        while True:
+            time.sleep(self.hand_back_after / 2)
+            with self._lock:
+                if not self._threads:
+                    self._watcher = None
+                    return
+                if not self._ready or time.monotonic() - self._ready_at < self.hand_back_after:
+                    continue
+                ready = list(self._ready)
+                self._ready.clear()
+            self._give_back(ready)
+
+    def _forget(self, acknowledged: list[UnitOfWork]) -> None:
+        """These finished jobs are acknowledged (under ``_lock``)."""
+        if acknowledged:
+            gone = {id(u) for u in acknowledged}
+            self._done = [u for u in self._done if id(u) not in gone]
+
     def acknowledge(self, unit: UnitOfWork | None = None) -> None:
+        """Write every pending acknowledgement now (``unit`` first counted as finished)."""
         mine = self._thread()
         with self._lock:
-            if unit is not None and not any(u is unit for u in mine.done):  # a retry hands it again
-                mine.done.append(unit)
-            if mine.current is unit:
-                mine.current = None
-            done = list(mine.done)
+            if unit is not None:
+                if mine.current is unit:
+                    self._finish(mine, unit)
+                elif not any(u is unit for u in self._done):  # a retry hands it again
+                    self._done.append(unit)
+            done = list(self._done)
         if not done:
             return
         pipe = self.redis.pipeline(transaction=False)
@@ -451,7 +584,7 @@ class ReliableFetch:
             pipe.lrem(self.private[finished.queue], -1, finished.raw)
         pipe.execute()
         with self._lock:
-            del mine.done[: len(done)]
+            self._forget(done)
 
     def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
         """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
@@ -468,7 +601,7 @@ class ReliableFetch:
         """
         with self._lock:
             mine = next((share for share in self._threads if share.thread is thread), None)
-            done = list(mine.done) if mine is not None else []
+            done = list(self._done)
         if unit is not None and not any(u is unit for u in done):
             done.append(unit)
         if done:
@@ -476,11 +609,14 @@ class ReliableFetch:
             for finished in done:
                 pipe.lrem(self.private[finished.queue], -1, finished.raw)
             pipe.execute()
-        if mine is None:
-            return
         with self._lock:
+            self._forget(done)
+            if mine is None:
+                return
+            if mine.alone:
+                mine.alone = False
+                self._alone -= 1
             mine.current = None
-            mine.done.clear()
             if mine in self._threads:
                 self._threads.remove(mine)
         mine.line.close()
@@ -496,18 +632,16 @@ class ReliableFetch:
         if mine is not None:
             self._local.mine = None
             with self._lock:
-                self._threads.remove(mine)
+                if mine.alone:
+                    mine.alone = False
+                    self._alone -= 1
+                if mine in self._threads:
+                    self._threads.remove(mine)
             mine.line.close()
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
-        if ready:
-            try:
-                moved = self.push_back(ready[::-1])  # each to the fetching end: the first goes last
-            except RedisError as exc:
-                logger.warning("could not push back %d job(s) not started yet: %s", len(ready), exc)
-            else:
-                logger.info("pushed back %d job(s) taken along but not started", moved)
+        self._give_back(ready)
 
     def requeue(self, units: list[UnitOfWork]) -> None:
         """Put back the given unfinished jobs, then anything else left in our private lists.
