@@ -15,7 +15,12 @@ RETRY = "retry"
 DEAD = "dead"
 PROCESSES = "processes"
 PROCESS_CLEANUP = "process_cleanup"
-LEADER = "dear-leader"
+#: The leader election's key unless ``LEADER_KEY`` says otherwise (``Config.leader_key``): our
+#: own, so a Python fleet never takes the key Sidekiq Enterprise's election holds.
+LEADER = "wurk-leader"
+#: Sidekiq Enterprise's leader key: Ruby's ``ProcessSet#leader`` and Busy page read it, and
+#: Enterprise's leader-only work (periodic jobs, its metrics) runs where it names a Ruby process.
+ENTERPRISE_LEADER = "dear-leader"
 PAUSED = "paused"
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
