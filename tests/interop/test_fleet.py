@@ -13,9 +13,11 @@ millisecond timestamps beside our float seconds.
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -426,3 +428,34 @@ def test_sidekiq_8_milliseconds_and_our_float_seconds_in_one_fleet(
     assert isinstance(ruby_entry["failed_at"], int if peer.major >= 8 else float)
     [read] = [e for e in RetrySet() if e.jid == failed]
     assert read.failed_at is not None and before - 1 <= read.failed_at <= time.time()
+
+
+# Without ../shared ------------------------------------------------------------------------
+
+
+def run_without_peers(require: bool) -> subprocess.CompletedProcess[str]:
+    """This file's unique-digest check in a pytest of its own, with the peers' folder absent."""
+    env = {k: v for k, v in os.environ.items() if k != "WURK_REQUIRE_PEERS"}
+    env["WURK_SIDEKIQ_PEERS"] = "/nonexistent/shared/peers/ruby-sidekiq"
+    if require:
+        env["WURK_REQUIRE_PEERS"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rsE", "-p", "no:cacheprovider", "-n", "0", __file__,
+         "-k", "test_the_unique_key_is_the_one_enterprise_computes"],
+        cwd=Path(__file__).resolve().parents[2], env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_without_shared_7_3_and_8_0_are_skipped_with_the_reason_or_fail_in_ci(ruby: None) -> None:
+    laptop = run_without_peers(require=False)
+    summary = laptop.stdout.strip().splitlines()[-1]
+    assert laptop.returncode == 0 and "1 passed, 2 skipped" in summary, laptop.stdout  # 6.4.1 still runs
+    assert (
+        "SKIPPED [2]" in laptop.stdout and "which is absent (a checkout without ../shared)" in laptop.stdout
+    )
+
+    ci = run_without_peers(require=True)
+    summary = ci.stdout.strip().splitlines()[-1]
+    assert ci.returncode != 0 and "1 passed" in summary and "2 errors" in summary, ci.stdout
+    assert "WURK_REQUIRE_PEERS=1 but Sidekiq 7.3 and 8.0 live in" in ci.stdout, ci.stdout
