@@ -114,6 +114,11 @@ class Peer:
         return json.loads(proc.stdout.splitlines()[-1])["result"]
 
 
+def stamp_type(peer: Peer) -> type:
+    """The JSON type of the job timestamps ``peer`` writes: float seconds, integer ms from 8.0."""
+    return int if peer.major >= 8 else float
+
+
 def _read_env_script(path: Path) -> tuple[tuple[str, str], ...]:
     """The ``export NAME="value"`` lines of setup.sh's env-7.sh / env-8.sh."""
     found = re.findall(r'^export (\w+)="?([^"\n]*)"?$', path.read_text(), re.MULTILINE)
@@ -209,23 +214,28 @@ def ruby_env(redis_url: str) -> dict[str, str]:
     return env
 
 
+@pytest.fixture(scope="module")
+def peer(request: pytest.FixtureRequest, ruby: None) -> Peer:
+    """The Sidekiq version a test runs against: 6.4.1 unless its module or test says otherwise
+    with ``on_versions(...)`` (one value per version; the processes it starts are that
+    version's)."""
+    version = getattr(request, "param", SIDEKIQ_VERSION)
+    if version == SIDEKIQ_VERSION:
+        return Peer(SIDEKIQ_VERSION)
+    peers: dict[str, Peer] = request.getfixturevalue("unpacked_peers")
+    return peers[version]
+
+
+def on_versions(*versions: str) -> pytest.MarkDecorator:
+    """Run a test (or, as ``pytestmark``, a module) once per Sidekiq version; tests of one
+    version run together, sharing its module-scoped processes."""
+    return pytest.mark.parametrize("peer", versions or VERSIONS, indirect=True, scope="module")
+
+
 @pytest.fixture
-def rb(ruby: None, redis_url: str, wurk: Any) -> Callable[..., Any]:
+def rb(peer: Peer, redis_url: str, wurk: Any) -> Callable[..., Any]:
     """``rb(op="push", item={...})``: run one Sidekiq client/API operation in Ruby, return its result."""
-
-    def call(**command: Any) -> Any:
-        proc = subprocess.run(
-            ["ruby", str(RUBY_DIR / "client.rb"), json.dumps(command)],
-            env=ruby_env(redis_url),
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if proc.returncode != 0:
-            raise AssertionError(f"ruby {command['op']} failed:\n{proc.stderr}")
-        return json.loads(proc.stdout.splitlines()[-1])["result"]
-
-    return call
+    return lambda **command: peer.ruby(redis_url, command)
 
 
 @dataclass
@@ -239,20 +249,20 @@ class RubyWorker:
 
 
 @pytest.fixture
-def ruby_worker(ruby: None, redis_url: str, wurk: Any, tmp_path: Path) -> Iterator[Callable[..., RubyWorker]]:
-    """Start ``sidekiq`` (6.4.1) with our shared job classes; stopped with TERM at teardown."""
+def ruby_worker(peer: Peer, redis_url: str, wurk: Any, tmp_path: Path) -> Iterator[Callable[..., RubyWorker]]:
+    """Start ``sidekiq`` (``peer``'s version) with our shared job classes; stopped with TERM at teardown."""
     started: list[RubyWorker] = []
 
     def start(*queues: str, concurrency: int = 3, env: dict[str, str] | None = None) -> RubyWorker:
         """``env`` adds variables, e.g. ``{"SIDEKIQ_POLL": "0.2"}`` (see app.rb)."""
         logfile = tmp_path / f"sidekiq-{len(started)}.log"
-        args = ["sidekiq", "-r", str(RUBY_DIR / "app.rb"), "-c", str(concurrency), "-t", "5"]
+        args = [*peer.sidekiq, "-r", str(RUBY_DIR / "app.rb"), "-c", str(concurrency), "-t", "5"]
         for q in queues or ("ruby", "default"):
             args += ["-q", q]
         with logfile.open("w") as log:
             proc = subprocess.Popen(
                 args,
-                env={**ruby_env(redis_url), **(env or {})},
+                env={**peer.environ(redis_url), **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 text=True,

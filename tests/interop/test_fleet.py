@@ -34,7 +34,7 @@ from django_wurk.core.features.periodic import features
 from django_wurk.core.features.unique import digest
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
-from tests.interop.conftest import RUBY_DIR, VERSIONS, Peer, SidekiqProcess, ruby_seen
+from tests.interop.conftest import RUBY_DIR, VERSIONS, Peer, SidekiqProcess, on_versions, ruby_seen
 from tests.interop.test_web_ui import Browser
 from tests.jobsapp import activejob_jobs, jobs
 from tests.jobsapp.interop_jobs import RubyEcho, RubyStamp
@@ -56,19 +56,7 @@ OUR_CAPSULES = (
 
 #: Sidekiq 7.3 and 8.0: the cases the 6.4.1 modules beside this one check at length for 6.4.1.
 NEWER = ("7.3", "8.0")
-
-
-def on(versions: tuple[str, ...]) -> pytest.MarkDecorator:
-    """Run a test against these versions, one shared ``sidekiq``/Web UI per version."""
-    return pytest.mark.parametrize("peer", versions, indirect=True, scope="module")
-
-
-@pytest.fixture(scope="module")
-def peer(request: pytest.FixtureRequest, ruby: None) -> Peer:
-    if request.param == "6.4.1":
-        return Peer("6.4.1")
-    peers: dict[str, Peer] = request.getfixturevalue("unpacked_peers")
-    return peers[request.param]
+on = on_versions
 
 
 @pytest.fixture(scope="module")
@@ -128,11 +116,6 @@ def web(peer: Peer, redis_url: str, tmp_path_factory: pytest.TempPathFactory) ->
 
 
 @pytest.fixture
-def rb(peer: Peer, redis_url: str, wurk: Wurk) -> Callable[..., Any]:
-    return lambda **command: peer.ruby(redis_url, command)
-
-
-@pytest.fixture
 def ours(wurk: Wurk, test_config: Any) -> Iterator[Callable[..., Launcher]]:
     """``ours(**config changes)``: our worker (queue ``default`` unless told), stopped afterwards."""
     started: list[Launcher] = []
@@ -165,7 +148,7 @@ def zjids(r: Any, key: str) -> dict[str, dict[str, Any]]:
 # Both directions ------------------------------------------------------------------------
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_pushes_bulk_pushes_and_scheduled_jobs_both_ways(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:
@@ -192,7 +175,7 @@ def test_pushes_bulk_pushes_and_scheduled_jobs_both_ways(
     assert stamp is not None and by_jid[stamp]["ran_at"] >= due - 0.05
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_failures_retries_and_dead_entries_both_ways(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:
@@ -223,7 +206,7 @@ def test_failures_retries_and_dead_entries_both_ways(
     assert rb(op="entry", set="dead", jid=dead, action="read")["error_message"] == "fatal 9"
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_sidekiq_s_data_api_reads_our_processes_and_running_jobs(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:
@@ -249,7 +232,7 @@ def test_sidekiq_s_data_api_reads_our_processes_and_running_jobs(
     assert theirs.version.startswith(peer.version) and "ruby" in theirs.queues
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_every_web_ui_page_with_our_processes_and_data(
     peer: Peer, sidekiq: SidekiqProcess, web: str, r: Any, ours: Callable[..., Launcher],
     request: pytest.FixtureRequest,
@@ -281,7 +264,7 @@ def test_every_web_ui_page_with_our_processes_and_data(
     assert (stats["retries"], stats["dead"], stats["scheduled"]) == (1, 1, 1)
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_activejob_both_ways_where_the_version_allows(
     peer: Peer, activejob: None, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any,
     ours: Callable[..., Launcher],
@@ -304,7 +287,7 @@ def test_activejob_both_ways_where_the_version_allows(
 # What 7.x and 8.0 brought -----------------------------------------------------------------
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_per_job_metrics_are_seen_by_both_sides(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:
@@ -328,7 +311,7 @@ def test_per_job_metrics_are_seen_by_both_sides(
     assert metrics.job_class("Interop::Echo", 60).histogram_total == 2
 
 
-@on(VERSIONS)
+@on(*VERSIONS)
 def test_the_leader_key_is_ours_unless_shared_on_purpose(
     peer: Peer,
     sidekiq: SidekiqProcess,
@@ -348,7 +331,7 @@ def test_the_leader_key_is_ours_unless_shared_on_purpose(
     assert rb(op="leader") == shared.identity  # the Busy page names it, as Enterprise's would
 
 
-@on(VERSIONS)
+@on(*VERSIONS)
 def test_the_unique_key_is_the_one_enterprise_computes(peer: Peer, rb: Callable[..., Any]) -> None:
     args = [1, "a/b", {"k": None}, 1.5, "é\u2028", 10**20, 1e20]
     theirs = rb(op="unique_digest", **{"class": "SyncAddress", "queue": "default", "args": args})
@@ -357,7 +340,7 @@ def test_the_unique_key_is_the_one_enterprise_computes(peer: Peer, rb: Callable[
     assert digest(payload, "enterprise7") == theirs["enterprise7"]
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_capsules_and_weights_in_the_process_hash_both_ways(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:
@@ -381,7 +364,7 @@ def test_capsules_and_weights_in_the_process_hash_both_ways(
     assert "rb-single" in theirs.queues and theirs.concurrency == 3 + 1
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_iterable_state_saved_here_resumes_in_ruby(
     peer: Peer, sidekiq: SidekiqProcess, wurk: Wurk, r: Any
 ) -> None:
@@ -398,7 +381,7 @@ def test_iterable_state_saved_here_resumes_in_ruby(
     wait_for(lambda: not r.exists(f"it-{jid}"), timeout=10)  # done: Ruby cleared our state
 
 
-@on(NEWER)
+@on(*NEWER)
 def test_sidekiq_8_milliseconds_and_our_float_seconds_in_one_fleet(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
 ) -> None:

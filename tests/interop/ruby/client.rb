@@ -32,6 +32,12 @@ def entry_json(entry)
   }
 end
 
+# A job timestamp as the Web UI of this version reads it: Sidekiq 8 takes an Integer for
+# milliseconds (a Float for seconds); 6.x and 7.x take any number for seconds.
+def stamp_time(value)
+  value.is_a?(Integer) && Sidekiq::VERSION.to_i >= 8 ? Time.at(value / 1000.0) : Time.at(value)
+end
+
 def find_entry(set_name, jid)
   set = {"retry" => Sidekiq::RetrySet, "dead" => Sidekiq::DeadSet, "schedule" => Sidekiq::ScheduledSet}.fetch(set_name).new
   set.find_job(jid) or raise "no #{jid} in #{set_name}"
@@ -112,7 +118,7 @@ result =
     entry = find_entry(cmd.fetch("set"), cmd.fetch("jid"))
     now = Time.now
     times = %w[created_at enqueued_at failed_at retried_at].to_h do |k|
-      t = entry[k] && Time.at(entry[k])
+      t = entry[k] && stamp_time(entry[k])
       [k, t && {"class" => t.class.name, "iso" => t.utc.iso8601(6), "age" => now - t}]
     end
     entry_json(entry).merge("times" => times)
