@@ -2,12 +2,13 @@
 live peers of our workers on one Redis.
 
 Each version runs as real processes shared by the module's tests (one ``sidekiq``, one Web UI
-per version, started when its first test needs them); the cases are the ones the 6.4.1
-modules beside this one check at length, condensed: both directions, failures and retries,
-Sidekiq's data API and Web UI over our processes, ActiveJob where the version allows, and
-what 7.x/8.0 brought: per-job metrics in both layouts, the leader key, the unique digest,
-capsules and weights in the process hash, iterable state (``it-<jid>``), and Sidekiq 8's
-millisecond timestamps beside our float seconds.
+per version, started when its first test needs them). Here: what test_web_ui.py and
+test_activejob.py check at length for 6.4.1, condensed (every Web UI page, GET, over our
+processes and data; ActiveJob where the version allows), and what 7.x/8.0 brought: per-job
+metrics in both layouts, the leader key, the unique digest, capsules and weights in the
+process hash, iterable state (``it-<jid>``), and Sidekiq 8's millisecond timestamps beside our
+float seconds. Both directions, failures and Sidekiq's data API run against every version in
+the modules beside this one (``on_versions``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
-from django_wurk.api import DeadSet, ProcessSet, RetrySet, current_leader
+from django_wurk.api import ProcessSet, RetrySet, current_leader
 from django_wurk.core import metrics, wire
 from django_wurk.core.config import CapsuleSpec, QueueSpec
 from django_wurk.core.features.iterable.state import IterationState, Saved
@@ -37,7 +38,7 @@ from tests.conftest import wait_for
 from tests.interop.conftest import RUBY_DIR, VERSIONS, Peer, SidekiqProcess, on_versions, ruby_seen
 from tests.interop.test_web_ui import Browser
 from tests.jobsapp import activejob_jobs, jobs
-from tests.jobsapp.interop_jobs import RubyEcho, RubyStamp
+from tests.jobsapp.interop_jobs import RubyEcho
 
 ECHO = "tests.jobsapp.jobs.echo"
 ALWAYS_FAILS = "tests.jobsapp.jobs.always_fails"
@@ -145,91 +146,9 @@ def zjids(r: Any, key: str) -> dict[str, dict[str, Any]]:
     return {p["jid"]: p for p in (json.loads(m) for m in r.zrange(key, 0, -1))}
 
 
-# Both directions ------------------------------------------------------------------------
-
-
-@on(*NEWER)
-def test_pushes_bulk_pushes_and_scheduled_jobs_both_ways(
-    peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
-) -> None:
-    ours(poll_interval=0.1)
-    jid, bulk, later = rb(op="pushes", calls=[
-        {"push": {"class": ECHO, "queue": "default", "args": ["one", {"n": 1}]}},
-        {"push_bulk": {"class": ECHO, "queue": "default", "args": [["bulk", 1], ["bulk", 2]]}},
-        {"push": {"class": ECHO, "queue": "default", "args": ["later"], "at": time.time() + 0.5}},
-    ])  # fmt: skip
-    wait_for(lambda: len(seen(r, "echo")) == 4, timeout=20)
-    assert sorted(map(json.dumps, seen(r, "echo"))) == sorted(
-        map(json.dumps, [["one", {"n": 1}], ["bulk", 1], ["bulk", 2], ["later"]])
-    )
-    assert isinstance(jid, str) and len(bulk) == 2 and isinstance(later, str)
-
-    now = RubyEcho.perform_async("to ruby", {"k": [1, None]})
-    batch = RubyEcho.perform_bulk([["bulk", 1], ["bulk", 2]])
-    stamp = RubyStamp.perform_in(0.5, "in half a second")
-    due = time.time() + 0.5
-    wait_for(lambda: len(ruby_seen(r)) == 4, timeout=30)
-    by_jid = {s["jid"]: s for s in ruby_seen(r)}
-    assert by_jid[now]["args"] == ["to ruby", {"k": [1, None]}]
-    assert [by_jid[j]["args"] for j in batch] == [["bulk", 1], ["bulk", 2]]
-    assert stamp is not None and by_jid[stamp]["ran_at"] >= due - 0.05
-
-
-@on(*NEWER)
-def test_failures_retries_and_dead_entries_both_ways(
-    peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
-) -> None:
-    ours(queues=(QueueSpec("default"), QueueSpec("critical")), poll_interval=0.1)
-    # Ruby's failure, read by us: a retry entry as that version writes it.
-    ruby_jid = rb(op="push", item={"class": "Interop::Fail", "queue": "ruby", "args": [7], "retry": 3})
-    wait_for(lambda: ruby_jid in zjids(r, "retry"), timeout=30)
-    [entry] = [e for e in RetrySet() if e.jid == ruby_jid]
-    assert (entry.error_class, entry.get("retry_count")) == ("ArgumentError", 0)
-    assert "ruby boom [7]" in str(entry.error_message)
-    assert entry.failed_at is not None and abs(entry.failed_at - time.time()) < 60
-    # Ours, read by Ruby: its RetrySet, then "Retry now" from Ruby's API, run again by us.
-    ours_jid = jobs.always_fails.perform_async(8)
-    wait_for(lambda: ours_jid in zjids(r, "retry"), timeout=20)
-    read = rb(op="entry", set="retry", jid=ours_jid, action="read")
-    assert (read["klass"], read["error_class"], read["error_message"], read["retry_count"]) == (
-        ALWAYS_FAILS, "ValueError", "boom 8", 0
-    )  # fmt: skip
-    rb(op="entry", set="retry", jid=ours_jid, action="retry")
-    # Sidekiq's "Retry now" lowers retry_count by one; our worker fails the job again and counts it back.
-    wait_for(lambda: "retried_at" in zjids(r, "retry").get(ours_jid, {}), timeout=20)
-    assert zjids(r, "retry")[ours_jid]["retry_count"] == 0
-    # Killed from Ruby's API into the dead set, read there by us; ours killed, read by Ruby.
-    rb(op="entry", set="retry", jid=ruby_jid, action="kill")
-    assert [e.error_class for e in DeadSet() if e.jid == ruby_jid] == ["ArgumentError"]
-    dead = jobs.dies_at_once.perform_async(9)
-    wait_for(lambda: dead in zjids(r, "dead"), timeout=20)
-    assert rb(op="entry", set="dead", jid=dead, action="read")["error_message"] == "fatal 9"
-
-
-@on(*NEWER)
-def test_sidekiq_s_data_api_reads_our_processes_and_running_jobs(
-    peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]
-) -> None:
-    worker = ours()
-    running = jobs.blocks_until_released.perform_async("busy")
-    waiting = jobs.echo.set(queue="parked").perform_async("parked", 1)
-    wait_for(lambda: r.hget(worker.identity, "busy") == b"1", timeout=10)
-    ruby_identity = wait_for(lambda: sidekiq.registered(r), timeout=20)  # back at its next beat
-    stats = rb(op="stats")
-    assert stats["processes_size"] == 2 and stats["enqueued"] == 1 and stats["workers_size"] >= 1
-    queue = rb(op="queue", name="parked")
-    assert [(j["jid"], j["klass"], j["args"]) for j in queue["jobs"]] == [(waiting, ECHO, ["parked", 1])]
-    assert 0 <= queue["latency"] < 60
-    processes = {p["identity"]: p for p in rb(op="processes")}
-    assert set(processes) == {worker.identity, ruby_identity}
-    assert processes[worker.identity]["queues"] == ["default"] and processes[worker.identity]["busy"] == 1
-    workers = rb(op="workers")
-    assert [(w["process_id"], w["jid"], w["class"]) for w in workers if w["jid"] == running] == [
-        (worker.identity, running, BLOCKS)
-    ]
-    # And ours of theirs: Ruby's process as our API reads it.
-    [theirs] = [p for p in ProcessSet() if p.identity == ruby_identity]
-    assert theirs.version.startswith(peer.version) and "ruby" in theirs.queues
+# The Web UI and ActiveJob ------------------------------------------------------------------
+# (Both directions, failures and the data API run against every version in the modules beside
+# this one: test_ruby_to_python.py, test_python_to_ruby.py, test_failures.py, test_processes.py.)
 
 
 @on(*NEWER)
