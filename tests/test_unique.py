@@ -27,7 +27,7 @@ from django_wurk import Batch, BatchStatus, Config, Job, Wurk, job
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet, unique_lock_owner
 from django_wurk.core import wire
 from django_wurk.core.client import BufferedPusher
-from django_wurk.core.features.unique import digest
+from django_wurk.core.features.unique import UniqueSettings, digest
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp.unique_jobs import (
@@ -452,7 +452,7 @@ def test_a_payload_without_unique_token_releases_the_key_its_fields_name(wurk: W
 def test_unique_digest_names_the_key_in_the_older_layouts_and_any_layout_s_token_is_released(
     wurk: Wurk, r: Any, test_config: Config, layout: str
 ) -> None:
-    wurk.configure(test_config.replace(unique_digest=layout))
+    wurk.configure(test_config.with_section(UniqueSettings(unique_digest=layout)))
     jid = sync_address.perform_async(41)
     assert jid is not None and sync_address.perform_async(41) is None
     [payload] = queued(r)

@@ -99,12 +99,17 @@ class Feature:
     #: ``build(wurk)``: what it plugs into the engine ``wurk`` (called once per engine).
     build: Callable[[Wurk], Plug] = nothing
     client_place: Place = ANYWHERE
-    #: Where its server middleware sits; also the order of gates and handlers, feature by feature.
+    #: Where its server middleware sits. Also the order of the features' gates (outermost
+    #: first, as a push goes in) and, the other way round, of their error, retry and death
+    #: handlers (innermost first, as the middleware see an outcome on its way out).
     server_place: Place = ANYWHERE
     #: ``@job(...)``/``set(...)`` keys this feature reads (stored in the payload), each with its check.
     job_options: Mapping[str, OptionCheck] = field(default_factory=dict)
     #: Per-push options that say how to deliver a job, never stored in it.
     delivery_options: Mapping[str, OptionCheck] = field(default_factory=dict)
+    #: The class of its own settings (a frozen dataclass; each field is a ``WURK`` key in lower
+    #: case), read with the engine's by ``Config.from_mapping`` and through ``config.section``.
+    settings: type[Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").replace(".", "").isalnum():

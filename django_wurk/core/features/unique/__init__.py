@@ -10,14 +10,17 @@ from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.unique.lock import UniqueGate, digest, lock_owner
 from django_wurk.core.features.unique.middleware import UniqueDeathHandler, UniqueServerMiddleware, plug
 from django_wurk.core.features.unique.options import OPTIONS
+from django_wurk.core.features.unique.settings import UniqueSettings
 
 FEATURE = Feature(
     "unique",
     plug,
     # Outside the middleware that may end a job without running it (an expired job): such a
     # job returned as a success and is done with, so it releases its lock; one that raises keeps it.
-    server_place=Place(outside=("batches", "expiring")),
+    # Inside batches (their place says so): the lock is gone before a batch callback is pushed.
+    server_place=Place(outside=("expiring",)),
     job_options=OPTIONS,
+    settings=UniqueSettings,
 )
 
 __all__ = [
@@ -25,6 +28,7 @@ __all__ = [
     "UniqueDeathHandler",
     "UniqueGate",
     "UniqueServerMiddleware",
+    "UniqueSettings",
     "digest",
     "lock_owner",
 ]

@@ -38,6 +38,7 @@ from django_wurk.core.arguments import KWARGS_KEY
 from django_wurk.core.client import write_group
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.unique.options import MAX_SECONDS
+from django_wurk.core.features.unique.settings import UniqueSettings
 from django_wurk.core.job import Setter
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
@@ -208,7 +209,7 @@ class UniqueGate:
             if seconds is None:
                 continue
             try:
-                token = digest(payload, self.wurk.config.unique_digest)
+                token = digest(payload, self.wurk.config.section(UniqueSettings).unique_digest)
             except wire.PayloadError:
                 continue  # the push itself will refuse it, with the reason
             if first is not None:
@@ -268,7 +269,7 @@ def release(wurk: Wurk, payload: Payload, when: str) -> None:
     Never raises: the job's outcome stands whatever happens to its lock, and a lock that
     could not be released expires on its own.
     """
-    token = held_token(payload, wurk.config.unique_digest)
+    token = held_token(payload, wurk.config.section(UniqueSettings).unique_digest)
     jid = payload.get("jid")
     if token is None or not isinstance(jid, str):
         return
@@ -301,7 +302,7 @@ def lock_owner(
         cls = job_class if isinstance(job_class, type) else job_class.job_class
         payload = Setter(cls, {"queue": queue} if queue else {}).payload(args, kwargs)
     try:
-        holder = engine.redis.get(key(digest(payload, engine.config.unique_digest)))
+        holder = engine.redis.get(key(digest(payload, engine.config.section(UniqueSettings).unique_digest)))
     except ResponseError:
         return None  # a key of another type: not a lock
     return holder.decode("utf-8", "replace") if isinstance(holder, bytes) else None
