@@ -69,6 +69,21 @@ DRAIN_RATIOS: tuple[tuple[str, str, str, float | None], ...] = (
     ("without hiredis, same cores: -P 2 / 2 Sidekiq processes", "wurk-p2-nohiredis", "sidekiq-x2", 1.3),
     ("without hiredis: -P 2 / one Sidekiq process", "wurk-p2-nohiredis", "sidekiq", None),
 )
+#: Each Sidekiq version's configurations, one process and two: every drain ratio against
+#: "Sidekiq" is also shown against the fastest of them in the same round, per version.
+SIDEKIQ_VERSIONS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
+    ("6.4.1", ("sidekiq", "sidekiq-hiredis"), ("sidekiq-x2", "sidekiq-x2-hiredis")),
+    ("7.3", ("sidekiq7",), ("sidekiq7-x2",)),
+    ("8.0", ("sidekiq8",), ("sidekiq8-x2",)),
+)
+#: (measure, django-wurk system, one process or two, goal) for the per-version rows.
+FASTEST_RATIOS: tuple[tuple[str, str, int, float | None], ...] = (
+    ("per process: -P 1 / fastest Sidekiq {v}", "wurk-p1", 1, 1.0),
+    ("same cores: -P 2 / fastest 2 Sidekiq {v} processes", "wurk-p2", 2, 1.3),
+    ("-P 2 / fastest one Sidekiq {v} process", "wurk-p2", 1, None),
+    ("without hiredis, per process: -P 1 / fastest Sidekiq {v}", "wurk-p1-nohiredis", 1, 1.0),
+    ("without hiredis, same cores: -P 2 / fastest 2 Sidekiq {v} processes", "wurk-p2-nohiredis", 2, 1.3),
+)
 #: (measure, django-wurk system, Sidekiq system): Sidekiq's CPU per noop job / django-wurk's.
 CPU_RATIOS: tuple[tuple[str, str, str], ...] = (
     ("CPU per job, worker + Redis: Sidekiq / -P 1", "wurk-p1", "sidekiq"),
@@ -113,6 +128,19 @@ def target_rows(results: dict[str, Any]) -> list[Target]:
     for measure, a, b, goal in DRAIN_RATIOS:
         if a in info and b in info:
             ratio_row(measure, drain(a), drain(b), (a, b), goal)
+    # Against each version's fastest configuration, round by round (the faster driver wins).
+    for version, single, double in SIDEKIQ_VERSIONS:
+        for template, a, processes, goal in FASTEST_RATIOS:
+            group = [k for k in (single if processes == 1 else double) if k in info]
+            ran = [k for k in group if not info[k]["unavailable"]]
+            if a not in info or not group:
+                continue
+            if not ran:
+                ratio_row(template.format(v=version), [], [], (a, group[0]), goal)
+                continue
+            rounds = zip(*(drain(k) for k in ran), strict=False)
+            fastest: Series = [max((x for x in r if x is not None), default=None) for r in rounds]
+            ratio_row(template.format(v=version), drain(a), fastest, (a, ran[0]), goal)
     # The same comparisons in CPU per job (worker + Redis), which a busy machine moves least:
     # a second opinion when the drain ratios swing (no target; higher means django-wurk cheaper).
     for measure, a, b in CPU_RATIOS:

@@ -48,7 +48,7 @@ def test_process_set_reads_heartbeats(wurk: Wurk, r: Any) -> None:
     assert (pb.concurrency, pb.stopping, pb.busy, pb.rss, pb.rtt_us) == (3, True, 0, 0, 0)
     assert ps.total_concurrency() == 11
     assert pa.leader is False
-    r.set("dear-leader", b)
+    r.set("wurk-leader", b)  # the leader key (Config.leader_key), ours by default
     assert pb.leader is True and pa.leader is False
 
 

@@ -93,6 +93,23 @@ def test_drain_targets_are_per_round_ratios_with_issue_16s_goals() -> None:
     assert "without hiredis, same cores: -P 2 / 2 Sidekiq processes" not in rows
 
 
+def test_each_version_s_fastest_configuration_is_taken_round_by_round() -> None:
+    res = results()
+    for key in ("sidekiq-hiredis", "sidekiq7", "sidekiq8"):
+        res["systems"][key] = system(key)
+    res["systems"]["sidekiq8"]["unavailable"] = "no ../shared"
+    res["drain"]["sidekiq-hiredis"] = {"noop": [20_000.0, 4_000.0, None]}
+    res["drain"]["sidekiq7"] = {"noop": [5_000.0, 6_000.0, 4_000.0]}
+    rows = rows_by_measure(res)
+    # 6.4.1: the faster of its two drivers in each round (20,000 hiredis, 8,000 and 9,000 redis-rb).
+    fastest = rows["per process: -P 1 / fastest Sidekiq 6.4.1"]
+    assert fastest.values == [0.5, 1.5, None] and fastest.goal == ">= 1.0x"
+    assert rows["per process: -P 1 / fastest Sidekiq 7.3"].values == [2.0, 2.0, None]
+    assert rows["per process: -P 1 / fastest Sidekiq 8.0"].measured.startswith("not available")
+    # No two-process system of 7.3 was run: no such row.
+    assert "same cores: -P 2 / fastest 2 Sidekiq 7.3 processes" not in rows
+
+
 def test_a_system_that_could_not_run_is_named() -> None:
     res = results()
     res["systems"]["sidekiq-x2"] = system("Sidekiq x 2", unavailable="no ruby")

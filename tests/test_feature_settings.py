@@ -16,10 +16,11 @@ from django_wurk.core.features import DEFAULT, SETTINGS
 from django_wurk.core.features.batches import BatchSettings
 from django_wurk.core.features.encryption import EncryptionSettings
 from django_wurk.core.features.status import StatusSettings
+from django_wurk.core.features.unique import UniqueSettings
 
 
 def test_every_feature_setting_belongs_to_one_feature_and_none_to_the_engine() -> None:
-    assert set(SETTINGS) == {BatchSettings, StatusSettings, EncryptionSettings}
+    assert set(SETTINGS) == {BatchSettings, StatusSettings, EncryptionSettings, UniqueSettings}
     assert tuple(f.settings for f in DEFAULT if f.settings is not None) == SETTINGS
     engine = set(key_names(Config))
     owners: dict[str, type] = {}
@@ -28,7 +29,7 @@ def test_every_feature_setting_belongs_to_one_feature_and_none_to_the_engine() -
             assert key not in engine, f"{key} is both the engine's and {kind.__name__}'s"
             assert key not in owners, f"{key} is {owners[key].__name__}'s and {kind.__name__}'s"
             owners[key] = kind
-    assert {"BATCH_LINGER", "STATUS_RETENTION", "ENCRYPTION_KEYS"} <= set(owners)
+    assert {"BATCH_LINGER", "STATUS_RETENTION", "ENCRYPTION_KEYS", "UNIQUE_DIGEST"} <= set(owners)
     assert "SECTIONS" not in setting_names(SETTINGS)  # the holder is not a key
     assert setting_names(SETTINGS) == key_names(Config) + list(owners)
 

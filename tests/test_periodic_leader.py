@@ -157,6 +157,39 @@ def test_a_quieted_leader_keeps_firing_and_a_stopping_one_hands_over(
     assert current_leader(wurk) is None
 
 
+def test_the_election_takes_its_own_key_and_leaves_sidekiq_enterprise_s_alone(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    # A Ruby Enterprise leader holds dear-leader: our fleet elects its own leader beside it,
+    # and never renews, deletes or takes Ruby's key.
+    r.set("dear-leader", "ruby-host:7:abcdef", ex=60)
+    wurk.use(*features([], ttl=1.0))
+    launcher = Launcher(wurk)
+    launcher.start()
+    try:
+        wait_for(lambda: current_leader(wurk) == launcher.identity, timeout=5)
+        assert r.get("wurk-leader") == launcher.identity.encode()
+        assert r.get("dear-leader") == b"ruby-host:7:abcdef"
+    finally:
+        launcher.stop()
+    assert r.get("dear-leader") == b"ruby-host:7:abcdef" and not r.exists("wurk-leader")
+
+
+def test_leader_key_dear_leader_joins_sidekiq_enterprise_s_election(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    wurk.configure(test_config.replace(leader_key="dear-leader"))
+    r.set("dear-leader", "ruby-host:7:abcdef", px=500)  # Ruby leads until its lease lapses
+    wurk.use(*features([], ttl=1.0))
+    launcher = Launcher(wurk)
+    launcher.start()
+    try:
+        wait_for(lambda: current_leader(wurk) == launcher.identity, timeout=5)
+        assert r.get("dear-leader") == launcher.identity.encode() and not r.exists("wurk-leader")
+    finally:
+        launcher.stop()
+
+
 def test_using_the_features_again_replaces_them(wurk: Wurk) -> None:
     wurk.use(*features([]))
     wurk.use(*features([every_second()]))

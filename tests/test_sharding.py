@@ -176,7 +176,7 @@ def test_runwurk_shard_works_only_that_shard(
     assert identity in {m.decode() for m in sharded.smembers("processes")}
     # It leads its shard, but the settings' periodic entries fire from the default shard's
     # leader only, so they fire once fleet-wide: nothing is registered on bulk.
-    wait_for(lambda: sharded.get("dear-leader") is not None, timeout=30)
+    wait_for(lambda: sharded.get("wurk-leader") is not None, timeout=30)
     assert not sharded.exists("periodic") and not r.exists("periodic")
     proc.terminate()
     _, stderr = proc.communicate(timeout=30)

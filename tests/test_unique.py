@@ -8,6 +8,7 @@ retry, a manual kill), and many pushers racing. The transaction paths are in
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import logging
@@ -26,7 +27,7 @@ from django_wurk import Batch, BatchStatus, Config, Job, Wurk, job
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet, unique_lock_owner
 from django_wurk.core import wire
 from django_wurk.core.client import BufferedPusher
-from django_wurk.core.features.unique import digest
+from django_wurk.core.features.unique import UniqueSettings, digest
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp.unique_jobs import (
@@ -152,10 +153,8 @@ def test_an_activejob_payload_is_unique_by_its_job_class_and_arguments(wurk: Wur
     payload = queued(r)[0]
     data = payload["args"][0]
     identity = [payload["class"], "default", "UniqueRailsJob", data["arguments"]]
-    expected = hashlib.sha256(
-        json.dumps(identity, separators=(",", ":"), ensure_ascii=False).encode()
-    ).hexdigest()
-    assert payload["unique_token"] == expected
+    expected = hashlib.sha256(json.dumps(identity, separators=(",", ":"), ensure_ascii=False).encode())
+    assert payload["unique_token"] == base64.b64encode(expected.digest()).decode()
     assert unique_lock_owner(unique_rails_job, [1, "a"]) == jid
 
 
@@ -175,13 +174,17 @@ def test_the_digest_is_the_sha256_of_what_ruby_json_dump_writes() -> None:
         "args": [1, "a/b", {"k": None}, 1.5, "é\u2028", "\u0001", 0, 10**20],
     }
     assert wire.dumps(["MyJob", "default", payload["args"]]) == RUBY_JSON
-    assert digest(payload) == hashlib.sha256(RUBY_JSON.encode("utf-8")).hexdigest()
+    sha256 = hashlib.sha256(RUBY_JSON.encode("utf-8"))
+    # Sidekiq Enterprise 8's layout by default: the base64 (with its padding) of the sha256.
+    assert digest(payload) == base64.b64encode(sha256.digest()).decode()
+    assert digest(payload, "sha256hex") == sha256.hexdigest()
+    assert digest(payload, "enterprise7") == hashlib.sha1(RUBY_JSON.encode("utf-8")).hexdigest()
     # Pinned, so a change of encoder cannot move every lock key unnoticed.
-    assert digest(payload) == "2441ea22a12250b31db14382a27c1d8b397e73b84351b08ecb80ba7371cc0d89"
+    assert digest(payload) == "JEHqIqEiULMdsUOConwdizl+c7hDUbCOy4C6c3HMDYk="
+    assert digest(payload, "sha256hex") == "2441ea22a12250b31db14382a27c1d8b397e73b84351b08ecb80ba7371cc0d89"
     # Floats in exponent form, as Ruby writes them (Python's own JSON says 1e+20).
-    assert (
-        digest({"class": "J", "queue": "q", "args": [1e20, 2.5e-07, 1e-05]})
-        == hashlib.sha256(b'["J","q",[1.0e+20,2.5e-07,1.0e-05]]').hexdigest()
+    assert digest({"class": "J", "queue": "q", "args": [1e20, 2.5e-07, 1e-05]}, "sha256hex") == (
+        hashlib.sha256(b'["J","q",[1.0e+20,2.5e-07,1.0e-05]]').hexdigest()
     )
     # A payload without a queue is the default queue's, as the push writes it.
     assert digest({"class": "MyJob", "args": payload["args"]}) == digest(payload)
@@ -443,6 +446,23 @@ def test_a_payload_without_unique_token_releases_the_key_its_fields_name(wurk: W
     r.set(lock_key(payload), "r" * 24, ex=600)
     wurk.execute(payload)
     assert unique_lock_owner(sync_address, [31]) is None
+
+
+@pytest.mark.parametrize("layout", ["enterprise7", "sha256hex"])
+def test_unique_digest_names_the_key_in_the_older_layouts_and_any_layout_s_token_is_released(
+    wurk: Wurk, r: Any, test_config: Config, layout: str
+) -> None:
+    wurk.configure(test_config.with_section(UniqueSettings(unique_digest=layout)))
+    jid = sync_address.perform_async(41)
+    assert jid is not None and sync_address.perform_async(41) is None
+    [payload] = queued(r)
+    assert r.get("unique:" + digest(payload, layout)) == jid.encode()
+    assert payload["unique_token"] == digest(payload, layout)
+    assert not r.exists(lock_key(payload))  # nothing under Enterprise 8's key
+    # A process back on the default layout releases the lock the token names.
+    wurk.configure(test_config)
+    wurk.execute(payload)
+    assert not r.exists("unique:" + digest(payload, layout))
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,14 @@ require "redis"
 # keyword; silenced here so the bench measures Sidekiq, not a version mismatch's warnings.
 Redis.silence_deprecations = true
 
+# BENCH_SIDEKIQ_DRIVER=hiredis: redis-rb's hiredis driver (Debian's ruby-hiredis), Sidekiq
+# 6.x's fastest configuration. 7.x and 8.0 talk through redis-client and its Ruby driver.
+if ENV["BENCH_SIDEKIQ_DRIVER"] == "hiredis"
+  redis = { url: ENV.fetch("REDIS_URL"), driver: :hiredis }
+  Sidekiq.configure_server { |config| config.redis = redis }
+  Sidekiq.configure_client { |config| config.redis = redis }
+end
+
 # No per-job lines (as runwurk -v 0), unless the run is one of the logging variants
 # (bench/systems/sidekiq.py), which keep Sidekiq's default INFO: a start and a done line per job.
 Sidekiq.logger.level = Logger::WARN unless ENV["BENCH_SIDEKIQ_LOG"] == "1"

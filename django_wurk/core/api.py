@@ -794,8 +794,8 @@ class Process:
     @property
     def leader(self) -> bool:
         try:
-            raw = self.wurk.redis.get(keys.LEADER)
-        except ResponseError:  # a dear-leader of another type names no leader
+            raw = self.wurk.redis.get(self.wurk.config.leader_key)
+        except ResponseError:  # a leader key of another type names no leader
             return False
         return raw is not None and _text(raw) == self.identity  # no leader is not a process named ""
 

@@ -30,6 +30,8 @@ from django_wurk.core.wire import TimestampStyle
 #: "mail\n" through (``QUEUE_NAME.match`` and ``fullmatch`` agree on this pattern).
 QUEUE_NAME = re.compile(r"\A[a-zA-Z0-9_:.\-]+\Z")
 FETCH_MODES = ("reliable", "basic")
+#: ``METRICS_LAYOUT``'s values: which Sidekiq versions' per-job metrics keys the heartbeat writes.
+METRICS_LAYOUTS = ("auto", "8", "7", "both")
 #: Field metadata: ``{KEY: False}`` marks a field that is not a ``WURK`` key.
 KEY = "wurk_key"
 S = TypeVar("S")
@@ -137,6 +139,14 @@ class Config:
     shards: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     #: The shard this process works (``runwurk --shard``) and pushes to when nothing says otherwise.
     shard: str = "default"
+    #: The key the fleet's leader election holds. Our own by default: ``dear-leader`` is Sidekiq
+    #: Enterprise's, and a Python leader holding it would stop Ruby's leader-only work. Set it
+    #: to ``"dear-leader"`` to share one election with Ruby (docs/interop.md).
+    leader_key: str = "wurk-leader"
+    #: Which per-job metrics layouts the heartbeat writes: ``"8"`` (Sidekiq 8's ``j|YYMMDD|...``),
+    #: ``"7"`` (Sidekiq 7's ``j|YYYYMMDD|...``), ``"both"``, or ``"auto"`` (8's, plus 7's while a
+    #: Sidekiq 7 process is in the process set). Both layouts are always read.
+    metrics_layout: str = "auto"
 
     #: The settings of the features that own them (``Feature.settings``), one object per
     #: feature; ``section(kind)`` reads one. Not a key itself: each object's fields are.
@@ -548,6 +558,12 @@ def _validate(c: Config) -> None:
         raise ConfigError("QUEUES", "at least one queue is needed")
     if not isinstance(c.timestamps, TimestampStyle):
         raise ConfigError("TIMESTAMPS", f"must be a TimestampStyle, got {c.timestamps!r}")
+    if c.metrics_layout not in METRICS_LAYOUTS:
+        raise ConfigError(
+            "METRICS_LAYOUT", f"must be one of {', '.join(METRICS_LAYOUTS)}, got {c.metrics_layout!r}"
+        )
+    if not isinstance(c.leader_key, str) or not c.leader_key.strip():
+        raise ConfigError("LEADER_KEY", f"must be a non-empty key name, got {c.leader_key!r}")
 
 
 # Capsules -------------------------------------------------------------------------------

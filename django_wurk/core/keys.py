@@ -15,7 +15,12 @@ RETRY = "retry"
 DEAD = "dead"
 PROCESSES = "processes"
 PROCESS_CLEANUP = "process_cleanup"
-LEADER = "dear-leader"
+#: The leader election's key unless ``LEADER_KEY`` says otherwise (``Config.leader_key``): our
+#: own, so a Python fleet never takes the key Sidekiq Enterprise's election holds.
+LEADER = "wurk-leader"
+#: Sidekiq Enterprise's leader key: Ruby's ``ProcessSet#leader`` and Busy page read it, and
+#: Enterprise's leader-only work (periodic jobs, its metrics) runs where it names a Ruby process.
+ENTERPRISE_LEADER = "dear-leader"
 PAUSED = "paused"
 STAT_PROCESSED = "stat:processed"
 STAT_FAILED = "stat:failed"
@@ -26,7 +31,8 @@ STAT_EXPIRED = "stat:expired"
 DAILY_STAT_TTL = 157_680_000
 #: TTL of a process hash, its busy-work hash and its signal list.
 PROCESS_TTL = 60
-#: Minutely metrics live 8 hours, the ten-minute rollups 3 days (Sidekiq 8).
+#: Minutely metrics live 8 hours, the ten-minute rollups 3 days (Sidekiq 8; Sidekiq 7.x keeps
+#: its minutely hashes and histograms 8 hours too, and no rollup).
 METRICS_MINUTE_TTL = 28_800
 METRICS_ROLLUP_TTL = 259_200
 
@@ -72,6 +78,30 @@ def metrics_rollup(at: datetime) -> str:
 def histogram(job_class: str, at: datetime) -> str:
     """``h|<class>-<day>-<hour>:<minute>`` with nothing zero-padded (Sidekiq 8)."""
     return f"h|{job_class}-{at.day}-{at.hour}:{at.minute}"
+
+
+def metrics_minute_v7(at: datetime) -> str:
+    """``j|YYYYMMDD|H:M`` — Sidekiq 7.x's per-minute metrics hash (UTC, hour and minute
+    unpadded: ``j|20261203|9:5``); 7.x keeps no rollup."""
+    return f"j|{at:%Y%m%d}|{at.hour}:{at.minute}"
+
+
+def histogram_v7(job_class: str, at: datetime) -> str:
+    """``<class>-DD-HH:M`` — Sidekiq 7.x's histogram: no prefix, day and hour zero-padded,
+    the minute not (``Rb::Echo-03-09:5``)."""
+    return f"{job_class}-{at:%d}-{at:%H}:{at.minute}"
+
+
+def metrics_copies(at: datetime) -> str:
+    """The counts of one minute that a worker writing both layouts copied into Sidekiq 7's
+    hash (ours alone, no Sidekiq reads it): a reader of both layouts subtracts them, so a
+    job is counted once."""
+    return f"wurk-metrics-copied|{at:%y%m%d}|{at.hour}:{at.minute:02d}"
+
+
+def histogram_copies(job_class: str, at: datetime) -> str:
+    """The executions a worker writing both layouts copied into Sidekiq 7's histogram."""
+    return f"wurk-metrics-copied|h|{job_class}-{at.day}-{at.hour}:{at.minute}"
 
 
 #: Exclusive upper bounds (ms) of a histogram's buckets; the last bucket is unbounded. Part

@@ -1,10 +1,16 @@
-"""Read Sidekiq 8's execution metrics back: per-class totals, time series and histograms.
+"""Read Sidekiq's execution metrics back: per-class totals, time series and histograms.
 
 Workers (ours and Sidekiq 8's) write, per minute and per job class, ``<class>|p``
 (executions, failures included), ``<class>|f`` (failures) and ``<class>|ms`` (milliseconds
 spent in successful executions) into the minutely hash ``j|YYMMDD|H:MM`` (kept 8 hours)
 and the ten-minute rollup ``j|YYMMDD|H:M`` (kept 3 days), plus a 26-bucket execution-time
 histogram ``h|<class>-D-H:M`` (kept 8 hours). See ``django_wurk.core.worker.stats``.
+
+Sidekiq 7.x writes the same fields under its own names, ``j|YYYYMMDD|H:M`` and
+``<class>-DD-HH:M``, kept 8 hours, with no rollup. Periods of up to 8 hours read both
+layouts and add them up, less what a worker writing both copied into 7's
+(``keys.metrics_copies``), so a job is counted once whoever ran it; longer periods read the
+ten-minute rollups, which only Sidekiq 8 and we write (``METRICS_LAYOUT``, docs/interop.md).
 
 Like Sidekiq's Web UI, periods of up to 8 hours read the minutely hashes (one per minute)
 and longer periods the rollups (one per ten minutes); every read is one pipeline, so a
@@ -90,6 +96,21 @@ class Period:
     def key(self, at: datetime) -> str:
         return keys.metrics_minute(at) if self.minutely else keys.metrics_rollup(at)
 
+    def layout_keys(self, at: datetime) -> tuple[str, ...]:
+        """The hashes of one slot: Sidekiq 8's, then (per minute only) Sidekiq 7's and the
+        copies to subtract from it."""
+        if not self.minutely:
+            return (keys.metrics_rollup(at),)
+        return (keys.metrics_minute(at), keys.metrics_minute_v7(at), keys.metrics_copies(at))
+
+
+def _combine(counts: list[int]) -> int:
+    """One counter of a slot from its layouts' values: 8's + 7's - the copies in 7's."""
+    if len(counts) == 1:
+        return counts[0]
+    eight, seven, copied = counts
+    return eight + max(seven - copied, 0)
+
 
 def period(minutes: int, now: datetime | None = None) -> Period:
     """The slots covering the last ``minutes`` (the current, still filling slot included)."""
@@ -140,17 +161,29 @@ def overview(minutes: int = 60, now: datetime | None = None, wurk: Wurk = defaul
     span = period(minutes, now)
     pipe = wurk.redis.pipeline(transaction=False)
     for at in span.buckets:
-        pipe.hgetall(span.key(at))
+        for key in span.layout_keys(at):
+            pipe.hgetall(key)
+    replies = pipe.execute()
+    width = len(replies) // len(span.buckets)
     found: dict[str, ClassMetrics] = {}
-    for index, fields in enumerate(pipe.execute()):
-        for raw_field, raw_value in fields.items():
-            name, sep, kind = _text(raw_field).rpartition("|")
-            if not sep or kind not in ("p", "f", "ms"):
+    for index in range(len(span.buckets)):
+        layouts = replies[index * width : (index + 1) * width]
+        fields: dict[str, list[int]] = {}
+        written: set[str] = set()  # fields some Sidekiq layout holds (not only the copies)
+        for position, reply in enumerate(layouts):
+            for raw_field, raw_value in reply.items():
+                field_name = _text(raw_field)
+                fields.setdefault(field_name, [0] * width)[position] += _int(raw_value)
+                if position < 2:
+                    written.add(field_name)
+        for field_name, counts in fields.items():
+            name, sep, kind = field_name.rpartition("|")
+            if not sep or kind not in ("p", "f", "ms") or field_name not in written:
                 continue
+            value = _combine(counts)
             metrics = found.get(name)
             if metrics is None:
                 metrics = found[name] = ClassMetrics(name, series=[Sample() for _ in span.buckets])
-            value = _int(raw_value)
             sample = metrics.series[index]
             if kind == "p":
                 metrics.processed += value
@@ -198,22 +231,31 @@ def job_class(
     span = period(minutes, now)
     fields = (f"{name}|p", f"{name}|f", f"{name}|ms")
     pipe = wurk.redis.pipeline(transaction=False)
+    width = len(span.layout_keys(span.buckets[0]))
     for at in span.buckets:
-        pipe.hmget(span.key(at), *fields)
+        for key in span.layout_keys(at):
+            pipe.hmget(key, *fields)
     minutely = period(min(minutes, MINUTELY_LIMIT), now)
     for at in minutely.buckets:
         # GET reads the same bytes as Sidekiq's BITFIELD_RO ... GET u16 #i, on any server version.
         pipe.get(keys.histogram(name, at))
+        pipe.get(keys.histogram_v7(name, at))
+        pipe.get(keys.histogram_copies(name, at))
     replies = pipe.execute()
     metrics = ClassMetrics(name)
-    for p, f, ms in replies[: len(span.buckets)]:
-        sample = Sample(_int(p), _int(f), _int(ms))
+    counted = len(span.buckets) * width
+    for index in range(len(span.buckets)):
+        layouts = replies[index * width : (index + 1) * width]
+        p, f, ms = (_combine([_int(layout[i]) for layout in layouts]) for i in range(3))
+        sample = Sample(p, f, ms)
         metrics.series.append(sample)
         metrics.processed += sample.processed
         metrics.failed += sample.failed
         metrics.ms += sample.ms
     histogram = [0] * HISTOGRAM_SIZE
-    for raw in replies[len(span.buckets) :]:
-        for i, count in enumerate(decode_histogram(raw)):
-            histogram[i] += count
+    grams = replies[counted:]
+    for start in range(0, len(grams), 3):
+        eight, seven, copied = (decode_histogram(raw) for raw in grams[start : start + 3])
+        for i in range(HISTOGRAM_SIZE):
+            histogram[i] += eight[i] + max(seven[i] - copied[i], 0)
     return ClassDetail(metrics, span, histogram, minutely.starts_at)

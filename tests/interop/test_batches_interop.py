@@ -13,10 +13,13 @@ import pytest
 from django_wurk import Batch, BatchStatus, Wurk
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
-from tests.interop.conftest import ruby_seen
+from tests.interop.conftest import on_versions, ruby_seen
 from tests.jobsapp import batch_jobs
 from tests.jobsapp.batch_jobs import Recorder, runs
 from tests.jobsapp.interop_jobs import RubyEcho
+
+#: Against each Sidekiq version (6.4.1, 7.3, 8.0), one after the other.
+pytestmark = on_versions()
 
 
 @pytest.fixture

@@ -9,8 +9,11 @@ from typing import Any
 from django_wurk import Wurk
 from django_wurk.core.features.encryption.settings import EncryptionSettings
 from tests.conftest import wait_for
-from tests.interop.conftest import ruby_seen
+from tests.interop.conftest import on_versions, ruby_seen
 from tests.jobsapp.interop_jobs import RubyEcho
+
+#: Against each Sidekiq version (6.4.1, 7.3, 8.0), one after the other.
+pytestmark = on_versions()
 
 SECRET = "interop-secret-4111"
 

@@ -11,9 +11,12 @@ from typing import Any
 
 from django_wurk import Wurk
 from tests.conftest import wait_for
-from tests.interop.conftest import ruby_seen
+from tests.interop.conftest import on_versions, ruby_seen
 from tests.interop.values import SAMPLES, typed
 from tests.jobsapp.interop_jobs import RubyEcho, RubyStamp
+
+#: Against each Sidekiq version (6.4.1, 7.3, 8.0), one after the other.
+pytestmark = on_versions()
 
 #: Sidekiq's scheduled-set poll interval for these tests (app.rb reads it).
 FAST_POLL = {"SIDEKIQ_POLL": "0.2"}

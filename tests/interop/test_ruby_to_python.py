@@ -13,8 +13,12 @@ from django_wurk import Wurk
 from django_wurk.core import wire
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
+from tests.interop.conftest import Peer, on_versions, stamp_type
 from tests.interop.values import SAMPLES, typed
 from tests.jobsapp import interop_jobs
+
+#: Against each Sidekiq version (6.4.1, 7.3, 8.0), one after the other.
+pytestmark = on_versions()
 
 ARGS = [
     1,
@@ -71,7 +75,7 @@ def stored(r: Any, queue: str) -> list[dict[str, Any]]:
 
 
 def test_push_and_push_bulk_run_in_fifo_order_per_queue_with_identical_arguments(
-    rb: Callable[..., Any], r: Any, start_python_worker: Callable[..., Launcher]
+    peer: Peer, rb: Callable[..., Any], r: Any, start_python_worker: Callable[..., Launcher]
 ) -> None:
     start_python_worker("default", "wire_bulk")
     calls: list[dict[str, Any]] = [{"push": {"class": RECORD, "args": [value]}} for value in SAMPLES]
@@ -91,12 +95,12 @@ def test_push_and_push_bulk_run_in_fifo_order_per_queue_with_identical_arguments
     assert [typed(run["args"]) for run in bulk] == typed([*bulk_args, ["after the bulk"]])
     assert [run["jid"] for run in default] == results[: len(SAMPLES) + 1]
     assert [run["jid"] for run in bulk] == [*results[-2], results[-1]]
-    # Ruby's float timestamps arrive as floats.
-    assert all(isinstance(run["payload"]["enqueued_at"], float) for run in runs)
+    # Ruby's timestamps arrive as it wrote them: float seconds, integer milliseconds from 8.0.
+    assert all(isinstance(run["payload"]["enqueued_at"], stamp_type(peer)) for run in runs)
 
 
 def test_scheduled_pushes_wait_in_the_schedule_and_our_poller_runs_them_when_due(
-    rb: Callable[..., Any], r: Any, start_python_worker: Callable[..., Launcher]
+    peer: Peer, rb: Callable[..., Any], r: Any, start_python_worker: Callable[..., Launcher]
 ) -> None:
     t0 = time.time()
     single = [t0 + 1.5, t0 + 0.8, t0 - 60]  # a past `at` still goes through the schedule
@@ -120,7 +124,7 @@ def test_scheduled_pushes_wait_in_the_schedule_and_our_poller_runs_them_when_due
     for jid, (payload, score) in entries.items():
         assert score == due[jid]
         assert "at" not in payload and "enqueued_at" not in payload
-        assert isinstance(payload["created_at"], float)
+        assert isinstance(payload["created_at"], stamp_type(peer))
 
     start_python_worker()
     wait_for(lambda: len(interop_jobs.seen()) == len(due))

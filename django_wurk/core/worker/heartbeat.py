@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core import keys, version, wire
+from django_wurk.core.worker.metrics_layouts import MetricsLayouts
 from django_wurk.core.worker.outage import Outage
-from django_wurk.core.worker.stats import Stats, queue_flush
+from django_wurk.core.worker.stats import ONLY_8, ClassMetrics, Stats, queue_flush
 from django_wurk.core.worker.work import WorkSet, WorkSets
 
 if TYPE_CHECKING:
@@ -80,6 +81,7 @@ class Heartbeat:
         self.quiet = False
         self.thread = threading.Thread(target=self.run, name="wurk-heartbeat", daemon=True)
         self._info = wire.dumps(self.info())
+        self.layouts = MetricsLayouts(self.config.metrics_layout)
         #: Counters already reported as holding junk, so each is reported once.
         self._junk: set[tuple[str, ...]] = set()
         #: The last beat's PING round trip, reported by the pulses until the next beat.
@@ -168,15 +170,16 @@ class Heartbeat:
             self.wurk.report_error(exc, {"context": "heartbeat"})
         return False
 
-    def _beat(self, counts: tuple[Any, ...], full: bool = True) -> None:
+    def _beat(self, counts: tuple[int, int, dict[tuple[int, str], ClassMetrics]], full: bool = True) -> None:
         redis = self.wurk.redis
         identity = self.identity
         # Cleared before the snapshot: a job starting after it sets it again, for the next pulse.
         self.work.changed.clear()
         busy = self.work.snapshot()
 
+        layouts = self.layouts.current(redis) if counts[2] else ONLY_8
         pipe = redis.pipeline(transaction=True)
-        queue_flush(pipe, *counts)
+        queue_flush(pipe, counts[0], counts[1], counts[2], layouts)
         work_keys = [keys.work(identity)]
         if self.config.legacy_workers_key:
             work_keys.append(keys.legacy_workers(identity))
@@ -258,8 +261,9 @@ class Heartbeat:
             self.thread.join(5)
         counts = self.stats.drain()
         try:
+            layouts = self.layouts.current(self.wurk.redis) if counts[2] else ONLY_8
             pipe = self.wurk.redis.pipeline(transaction=True)
-            queue_flush(pipe, *counts)
+            queue_flush(pipe, counts[0], counts[1], counts[2], layouts)
             pipe.srem(keys.PROCESSES, self.identity)
             pipe.unlink(keys.work(self.identity), keys.legacy_workers(self.identity))
             self._flush(pipe)

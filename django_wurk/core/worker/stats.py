@@ -88,8 +88,26 @@ class Stats:
                     cur.buckets[b] += n
 
 
-def queue_flush(pipe: Any, processed: int, failed: int, metrics: dict[tuple[int, str], ClassMetrics]) -> None:
-    """Add the flush commands for drained counts to a pipeline."""
+#: Sidekiq 8's per-job metrics layout, and Sidekiq 7.x's (``METRICS_LAYOUT``).
+SIDEKIQ8 = "8"
+SIDEKIQ7 = "7"
+ONLY_8 = frozenset({SIDEKIQ8})
+
+
+def queue_flush(
+    pipe: Any,
+    processed: int,
+    failed: int,
+    metrics: dict[tuple[int, str], ClassMetrics],
+    layouts: frozenset[str] = ONLY_8,
+) -> None:
+    """Add the flush commands for drained counts to a pipeline.
+
+    ``layouts`` says which Sidekiq versions' per-job metrics keys to write (``"8"``, ``"7"``).
+    Writing both, the counts copied into 7's keys are also added to ``keys.metrics_copies``
+    and ``keys.histogram_copies``, which our reader subtracts: each job is counted once by
+    every reader, Sidekiq 7's, Sidekiq 8's and ours.
+    """
     today = datetime.now(UTC).date().isoformat()
     if processed:
         pipe.incrby(keys.STAT_PROCESSED, processed)
@@ -100,10 +118,22 @@ def queue_flush(pipe: Any, processed: int, failed: int, metrics: dict[tuple[int,
         pipe.incrby(keys.daily_stat("failed", today), failed)
         pipe.expire(keys.daily_stat("failed", today), keys.DAILY_STAT_TTL)
     touched: dict[str, int] = {}
+    copied = SIDEKIQ8 in layouts and SIDEKIQ7 in layouts
     for (epoch_minute, job_class), m in metrics.items():
         minute = datetime.fromtimestamp(epoch_minute * 60, UTC)
-        for key, ttl in ((keys.metrics_minute(minute), keys.METRICS_MINUTE_TTL),
-                         (keys.metrics_rollup(minute), keys.METRICS_ROLLUP_TTL)):  # fmt: skip
+        hashes: list[tuple[str, int]] = []
+        histograms: list[str] = []
+        if SIDEKIQ8 in layouts:
+            hashes += [(keys.metrics_minute(minute), keys.METRICS_MINUTE_TTL),
+                       (keys.metrics_rollup(minute), keys.METRICS_ROLLUP_TTL)]  # fmt: skip
+            histograms.append(keys.histogram(job_class, minute))
+        if SIDEKIQ7 in layouts:
+            hashes.append((keys.metrics_minute_v7(minute), keys.METRICS_MINUTE_TTL))
+            histograms.append(keys.histogram_v7(job_class, minute))
+        if copied:
+            hashes.append((keys.metrics_copies(minute), keys.METRICS_MINUTE_TTL))
+            histograms.append(keys.histogram_copies(job_class, minute))
+        for key, ttl in hashes:
             pipe.hincrby(key, f"{job_class}|p", m.processed)
             if m.failed:
                 pipe.hincrby(key, f"{job_class}|f", m.failed)
@@ -111,11 +141,11 @@ def queue_flush(pipe: Any, processed: int, failed: int, metrics: dict[tuple[int,
                 pipe.hincrby(key, f"{job_class}|ms", m.ms)
             touched[key] = ttl
         if m.buckets:
-            hkey = keys.histogram(job_class, minute)
             args: list[Any] = ["OVERFLOW", "SAT"]
             for bucket, n in sorted(m.buckets.items()):
                 args += ["INCRBY", "u16", f"#{bucket}", n]
-            pipe.execute_command("BITFIELD", hkey, *args)
-            touched[hkey] = keys.METRICS_MINUTE_TTL
+            for hkey in histograms:
+                pipe.execute_command("BITFIELD", hkey, *args)
+                touched[hkey] = keys.METRICS_MINUTE_TTL
     for key, ttl in touched.items():
         pipe.expire(key, ttl)

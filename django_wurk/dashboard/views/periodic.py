@@ -34,7 +34,7 @@ QUEUE_SEARCH_LIMIT = 10_000
 
 @dataclass(frozen=True)
 class Leader:
-    """Who fires the loops now: the identity in ``dear-leader``, and whether that is a live process."""
+    """Who fires the loops now: the identity in the leader key, and whether that is a live process."""
 
     identity: str | None
     #: The identity is among the processes sending heartbeats (Busy lists it).

@@ -32,6 +32,12 @@ def entry_json(entry)
   }
 end
 
+# A job timestamp as the Web UI of this version reads it: Sidekiq 8 takes an Integer for
+# milliseconds (a Float for seconds); 6.x and 7.x take any number for seconds.
+def stamp_time(value)
+  value.is_a?(Integer) && Sidekiq::VERSION.to_i >= 8 ? Time.at(value / 1000.0) : Time.at(value)
+end
+
 def find_entry(set_name, jid)
   set = {"retry" => Sidekiq::RetrySet, "dead" => Sidekiq::DeadSet, "schedule" => Sidekiq::ScheduledSet}.fetch(set_name).new
   set.find_job(jid) or raise "no #{jid} in #{set_name}"
@@ -95,6 +101,8 @@ result =
     true
   when "workers"
     Sidekiq::Workers.new.map do |process_id, thread_id, work|
+      # Sidekiq 8 hands a Sidekiq::Work (readers, no []); 6.x and 7.x a Hash.
+      work = {"payload" => work.payload, "queue" => work.queue, "run_at" => work.run_at.to_i} unless work.is_a?(Hash)
       payload = work["payload"]
       payload = JSON.parse(payload) if payload.is_a?(String)
       {"process_id" => process_id, "thread_id" => thread_id, "queue" => work["queue"],
@@ -110,7 +118,7 @@ result =
     entry = find_entry(cmd.fetch("set"), cmd.fetch("jid"))
     now = Time.now
     times = %w[created_at enqueued_at failed_at retried_at].to_h do |k|
-      t = entry[k] && Time.at(entry[k])
+      t = entry[k] && stamp_time(entry[k])
       [k, t && {"class" => t.class.name, "iso" => t.utc.iso8601(6), "age" => now - t}]
     end
     entry_json(entry).merge("times" => times)
@@ -138,6 +146,42 @@ result =
         "at" => job.respond_to?(:at) ? stamp.call(job.at) : nil,
       }
     end
+  when "version"
+    Sidekiq::VERSION
+  when "metrics"
+    # What the Metrics tab shows (Sidekiq 7+): each class's totals over the last hour, and one
+    # class's histogram total.
+    require "sidekiq/metrics/query"
+    query = Sidekiq::Metrics::Query.new
+    top = query.top_jobs(minutes: 60).job_results.to_h { |klass, r| [klass, r.totals.slice("p", "f", "ms")] }
+    hist = cmd["class"] && query.for_job(cmd["class"], minutes: 60).job_results[cmd["class"]].hist.values.flatten.sum
+    {"top" => top, "hist" => hist}
+  when "leader"
+    # Sidekiq::ProcessSet#leader: what the Busy page names as leader ("" for none).
+    Sidekiq::ProcessSet.new.leader
+  when "unique_digest"
+    # The digests Sidekiq Enterprise computes over JSON.generate([class, queue, args]): 8.0's
+    # base64 of a sha256, 7.x's hex sha1 (Ent-Changes 8.0.0); Enterprise itself is not here.
+    require "digest"
+    text = JSON.generate([cmd.fetch("class"), cmd.fetch("queue"), cmd.fetch("args")])
+    {"enterprise8" => Digest::SHA256.base64digest(text), "enterprise7" => Digest::SHA1.hexdigest(text)}
+  when "process_capsules"
+    # Each process's capsules and weights as Sidekiq 7+'s API hands them to the Busy page.
+    Sidekiq::ProcessSet.new.to_h do |p|
+      [p.identity, {"capsules" => p["capsules"], "weights" => p["weights"], "queues" => p.queues,
+                    "concurrency" => p["concurrency"], "version" => p["version"]}]
+    end
+  when "api_times"
+    # A job's times through the API's own readers (Sidekiq 8 tells Integer milliseconds from
+    # Float seconds; 7.x reads every number as seconds): epoch seconds, or nil.
+    where, jid = cmd.fetch("where"), cmd.fetch("jid")
+    job = where.start_with?("queue:") ? Sidekiq::Queue.new(where.delete_prefix("queue:")).find_job(jid) : find_entry(where, jid)
+    raise "no #{jid} in #{where}" unless job
+    failed = job.respond_to?(:failed_at) ? job.failed_at : (job["failed_at"] && Time.at(job["failed_at"]))
+    {"created_at" => job.created_at&.to_f, "enqueued_at" => job.enqueued_at&.to_f, "failed_at" => failed&.to_f,
+     "raw" => job.item.slice("created_at", "enqueued_at", "failed_at")}
+  when "cancel_iteration"
+    Sidekiq::Client.new.cancel!(cmd.fetch("jid"))
   else
     raise "unknown op #{cmd["op"]}"
   end

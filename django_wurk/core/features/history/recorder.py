@@ -92,7 +92,7 @@ class Recorder:
             fields = gather(self.wurk, self.identity)
             status, detail = self.wurk.scripts.record_history(
                 keys.STREAM,
-                keys.LEADER,
+                self.wurk.config.leader_key,
                 self.identity,
                 self.gap_ms,
                 self.retention_ms,

@@ -2,7 +2,8 @@
 
 ``periodic`` is the set of registered loop ids; ``loops:{lid}`` the loop's hash
 (``schedule, klass, options, tz, paused, lf, nf``); ``loop-history:{lid}`` its last fires,
-newest first; ``dear-leader`` (``django_wurk.core.keys.LEADER``) the leader's identity.
+newest first; the leader key (``Config.leader_key``: ``wurk-leader`` unless told to share
+Sidekiq Enterprise's ``dear-leader``) the leader's identity.
 """
 
 from __future__ import annotations

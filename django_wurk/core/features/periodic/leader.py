@@ -1,7 +1,8 @@
-"""Leader election: one process of the whole fleet holds ``dear-leader`` at a time.
+"""Leader election: one process of the whole fleet holds the leader key at a time.
 
 Every worker process campaigns (unless kept out with ``WURK["LEADER"] = False``). The
-leader's identity (its ``host:pid:nonce``) sits in ``dear-leader`` with a ttl: taken with
+leader's identity (its ``host:pid:nonce``) sits in the leader key (``wurk-leader``, or
+``LEADER_KEY``; Sidekiq Enterprise's ``dear-leader`` only when asked for) with a ttl: taken with
 ``SET NX PX``, renewed every ttl/2 by compare-and-expire, given back at stop by
 compare-and-delete, each one Lua script (``core/lease.py``), counted down by Redis's
 clock. Followers try to take it every ``FOLLOWER_RETRY`` seconds (or ttl/2 if shorter),
@@ -31,7 +32,7 @@ from django_wurk.core.scripts import Scripts
 
 logger = logging.getLogger("django_wurk.periodic")
 
-#: The lifetime of ``dear-leader`` (seconds) unless ``WURK["LEADER_TTL"]`` says otherwise.
+#: The lifetime of the leader key (seconds) unless ``WURK["LEADER_TTL"]`` says otherwise.
 DEFAULT_TTL = 30.0
 #: How often a follower tries to become the leader (seconds), at most.
 FOLLOWER_RETRY = 5.0
@@ -48,9 +49,11 @@ class Campaign:
         identity: str,
         ttl: float = DEFAULT_TTL,
         remaining: Callable[[], float | None] | None = None,
+        key: str = keys.LEADER,
     ) -> None:
         self.identity = identity
-        self.lease = Lease(scripts, keys.LEADER, identity, ttl)
+        self.key = key
+        self.lease = Lease(scripts, key, identity, ttl)
         #: Seconds until the current holder's lease ends, if known (the key's ``PTTL``).
         self._remaining = remaining
         self.ttl = ttl

@@ -15,7 +15,6 @@ from redis.exceptions import RedisError
 
 from django_wurk.core.events import Process
 from django_wurk.core.feature import Feature, Plug
-from django_wurk.core.features.periodic import keys
 from django_wurk.core.features.periodic.leader import DEFAULT_TTL, Campaign
 from django_wurk.core.worker.routine import Routine
 
@@ -34,7 +33,7 @@ class CampaignRoutine(Routine):
     def __init__(self, wurk: Wurk, process: Process, ttl: float) -> None:
         super().__init__(wurk, process.outage)
         self.process = process
-        self.campaign = Campaign(wurk.scripts, process.identity, ttl, self._ttl_left)
+        self.campaign = Campaign(wurk.scripts, process.identity, ttl, self._ttl_left, wurk.config.leader_key)
         process.leads = self.campaign.leading
         process.parts["leader"] = self
         #: Whether ``leader`` was fired and ``leader_lost`` not yet.
@@ -42,7 +41,7 @@ class CampaignRoutine(Routine):
 
     def _ttl_left(self) -> float | None:
         """Seconds until the lease expires; None when it has no expiry or is gone."""
-        left = self.wurk.redis.pttl(keys.LEADER)
+        left = self.wurk.redis.pttl(self.campaign.key)
         return left / 1000 if isinstance(left, int) and left > 0 else None
 
     def initial_wait(self) -> float:

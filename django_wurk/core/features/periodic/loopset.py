@@ -224,7 +224,7 @@ class LoopSet:
 def current_leader(wurk: Wurk = default_wurk) -> str | None:
     """The identity (``host:pid:nonce``) of the process leading now, or None."""
     try:
-        raw = wurk.redis.get(keys.LEADER)
+        raw = wurk.redis.get(wurk.config.leader_key)
     except ResponseError as exc:
         if "WRONGTYPE" not in str(exc):
             raise

@@ -10,6 +10,7 @@ from django_wurk.core.feature import Feature, Place
 from django_wurk.core.features.unique.lock import UniqueGate, digest, lock_owner
 from django_wurk.core.features.unique.middleware import UniqueDeathHandler, UniqueServerMiddleware, plug
 from django_wurk.core.features.unique.options import OPTIONS
+from django_wurk.core.features.unique.settings import UniqueSettings
 
 FEATURE = Feature(
     "unique",
@@ -19,6 +20,7 @@ FEATURE = Feature(
     # Inside batches (their place says so): the lock is gone before a batch callback is pushed.
     server_place=Place(outside=("expiring",)),
     job_options=OPTIONS,
+    settings=UniqueSettings,
 )
 
 __all__ = [
@@ -26,6 +28,7 @@ __all__ = [
     "UniqueDeathHandler",
     "UniqueGate",
     "UniqueServerMiddleware",
+    "UniqueSettings",
     "digest",
     "lock_owner",
 ]

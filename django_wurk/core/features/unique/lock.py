@@ -2,8 +2,11 @@
 
 Two pushes are the same job when they have the same class, queue and arguments (Sidekiq
 Enterprise's rule; the jid and timestamps do not count). The lock key is
-``unique:<sha256 hex of the JSON of [class, queue, args]>``, encoded as Ruby's
-``JSON.generate`` would, so a Ruby process finds the same key; for a Rails ActiveJob
+``unique:<digest of the JSON of [class, queue, args]>``, encoded as Ruby's
+``JSON.generate`` would, so a Ruby process finds the same key. The digest is Sidekiq
+Enterprise 8's by default, the base64 of its sha256 (Ent-Changes 8.0.0: "Unique locks are
+now SHA256 ... base64 vs hex"); ``UNIQUE_DIGEST`` picks Enterprise 7's hex sha1, or the hex
+sha256 django-wurk wrote before, for a fleet still holding locks of that layout; for a Rails ActiveJob
 payload it is ``[wrapper class, queue, job_class, arguments]``, because the wrapped hash
 also holds a fresh ``job_id`` and ``enqueued_at`` per push. A job called with keyword
 arguments (the payload's ``kwargs``, which Sidekiq has no notion of) adds them as a fourth
@@ -19,6 +22,7 @@ was admitted already: pushed again by hand or by a Ruby client, it is not checke
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import math
@@ -34,6 +38,7 @@ from django_wurk.core.arguments import KWARGS_KEY
 from django_wurk.core.client import write_group
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.unique.options import MAX_SECONDS
+from django_wurk.core.features.unique.settings import UniqueSettings
 from django_wurk.core.job import Setter
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
@@ -48,9 +53,13 @@ PREFIX = "unique:"
 #: Payload keys written when a lock is taken (Sidekiq Enterprise's names).
 TOKEN = "unique_token"
 UNLOCKS_AT = "unlocks_at"
-#: A digest we (sha256) or an older Sidekiq Enterprise (sha1) wrote: anything else in
-#: ``unique_token`` names no lock of this feature.
-_TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64})\Z")
+#: A digest of any layout we write or Sidekiq Enterprise wrote (hex sha1, hex sha256, base64
+#: sha256 with its padding): anything else in ``unique_token`` names no lock of this feature.
+_TOKEN = re.compile(r"\A(?:[0-9a-f]{40}|[0-9a-f]{64}|[A-Za-z0-9+/]{43}=)\Z")
+#: ``UNIQUE_DIGEST``'s layouts: how the identity's JSON text becomes the key's digest.
+ENTERPRISE8 = "enterprise8"
+ENTERPRISE7 = "enterprise7"
+SHA256HEX = "sha256hex"
 #: A lock outlives no job by more than this (about 300 years): a job scheduled absurdly far
 #: ahead still gets a TTL Redis accepts, instead of failing its push.
 MAX_TTL = 10**10
@@ -93,8 +102,20 @@ def ruby_json(value: Any) -> str:
     return wire.dumps(value)
 
 
-def digest(payload: Payload) -> str:
-    """The sha256 hex digest that makes ``payload``'s lock key (see the module docstring).
+def encode(text: str, style: str = ENTERPRISE8) -> str:
+    """The digest of an identity's JSON text in ``style`` (``UNIQUE_DIGEST``'s layouts)."""
+    data = text.encode("utf-8")
+    if style == ENTERPRISE8:
+        return base64.b64encode(hashlib.sha256(data).digest()).decode("ascii")
+    if style == ENTERPRISE7:
+        return hashlib.sha1(data, usedforsecurity=False).hexdigest()
+    if style == SHA256HEX:
+        return hashlib.sha256(data).hexdigest()
+    raise ValueError(f"unknown unique digest layout {style!r}")
+
+
+def digest(payload: Payload, style: str = ENTERPRISE8) -> str:
+    """The digest (in ``style``) that makes ``payload``'s lock key (see the module docstring).
 
     Raises ``wire.PayloadError`` when the identity cannot be encoded as JSON.
     """
@@ -110,7 +131,7 @@ def digest(payload: Payload) -> str:
         text = ruby_json(identity)
     except RecursionError as exc:
         raise wire.UnencodableError("arguments nested too deep to be a job's") from exc
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return encode(text, style)
 
 
 def key(token: str) -> str:
@@ -134,7 +155,7 @@ def lifetime(payload: Payload) -> int | float | None:
     return value
 
 
-def held_token(payload: Payload) -> str | None:
+def held_token(payload: Payload, style: str = ENTERPRISE8) -> str | None:
     """The digest of the lock this payload's job may hold, to release it, or ``None``.
 
     The payload's own ``unique_token`` when it is one; else, for a unique job without it
@@ -152,7 +173,7 @@ def held_token(payload: Payload) -> str | None:
     if unique_for is None or unique_for is False:
         return None
     try:
-        return digest(payload)
+        return digest(payload, style)
     except wire.PayloadError:
         return None
 
@@ -188,7 +209,7 @@ class UniqueGate:
             if seconds is None:
                 continue
             try:
-                token = digest(payload)
+                token = digest(payload, self.wurk.config.section(UniqueSettings).unique_digest)
             except wire.PayloadError:
                 continue  # the push itself will refuse it, with the reason
             if first is not None:
@@ -248,7 +269,7 @@ def release(wurk: Wurk, payload: Payload, when: str) -> None:
     Never raises: the job's outcome stands whatever happens to its lock, and a lock that
     could not be released expires on its own.
     """
-    token = held_token(payload)
+    token = held_token(payload, wurk.config.section(UniqueSettings).unique_digest)
     jid = payload.get("jid")
     if token is None or not isinstance(jid, str):
         return
@@ -281,7 +302,7 @@ def lock_owner(
         cls = job_class if isinstance(job_class, type) else job_class.job_class
         payload = Setter(cls, {"queue": queue} if queue else {}).payload(args, kwargs)
     try:
-        holder = engine.redis.get(key(digest(payload)))
+        holder = engine.redis.get(key(digest(payload, engine.config.section(UniqueSettings).unique_digest)))
     except ResponseError:
         return None  # a key of another type: not a lock
     return holder.decode("utf-8", "replace") if isinstance(holder, bytes) else None
