@@ -57,22 +57,23 @@ def test_a_backlog_is_taken_several_jobs_per_round_trip_in_order(
     fetch.release()
 
 
-def test_at_most_concurrency_jobs_are_started_and_unacknowledged(
+def test_finished_jobs_wait_for_their_acknowledgement_in_one_bounded_pool(
     wurk: Wurk, r: Any, test_config: Config
 ) -> None:
-    """A crash runs again only what was started and not acknowledged: never more than the
-    process's concurrency, however many jobs it took along (issue 23)."""
+    """Finished jobs are acknowledged by the next round trip of any thread, and no more than
+    ``unacked_at_most`` wait: then the next fetch makes the round trip instead of taking a
+    job from memory."""
     jobs.echo.perform_bulk([(i,) for i in range(40)])
     fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.unacked_at_most = 3
     unit = fetch.fetch()
     got = [args_of(unit)]
     assert r.llen(PRIVATE) == FETCH_AT_MOST  # one running, the rest taken along
     for _ in range(12):
         unit = fetch.fetch(unit)
         got.append(args_of(unit))
-        ready = len(fetch._ready)
-        started = r.llen(PRIVATE) - ready  # in Redis: what a kill -9 now would run again
-        assert started <= 2, f"{started} started and unacknowledged, concurrency 2"
+        waiting = r.llen(PRIVATE) - len(fetch._ready) - 1  # finished, still in Redis
+        assert waiting <= 3, f"{waiting} finished jobs unacknowledged, at most 3"
     assert got == list(range(13))  # in order, none skipped or twice
     fetch.acknowledge(unit)
     fetch.release()

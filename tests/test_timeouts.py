@@ -145,8 +145,14 @@ def test_a_job_blocked_in_sleep_is_given_up_on_and_its_slot_replaced(
     assert status.error == "TimedOut: the job ran longer than its timeout of 0.5 s"
     # The slot is filled again (just after the failure is recorded) and the worker goes on;
     # the stuck thread is not counted.
-    wait_for(lambda: len(workers.manager.processors) == 10, timeout=10)
-    assert all(p.thread.is_alive() for p in workers.manager.processors)
+    # (A replacement is listed just before its thread starts: wait for both.)
+    wait_for(
+        lambda: (
+            len(workers.manager.processors) == 10
+            and all(p.thread.is_alive() for p in workers.manager.processors)
+        ),
+        timeout=10,
+    )
     for i in range(30):
         quick.perform_async(str(i))
     wait_for(lambda: r.llen("t:quick") == 30, timeout=10)

@@ -9,14 +9,14 @@ with a backlog (more jobs waiting than threads) one call takes up to ``FETCH_AT_
 jobs, all in the private list at once; the process keeps the extra ones in memory and any
 thread's next fetch takes one without a round trip, leaving its finished job to be
 acknowledged with the next round trip of any thread. A busy worker so pays about one round
-trip per ``FETCH_AT_MOST`` jobs. ``ReliableFetch`` bounds what this costs: at most
-``concurrency`` jobs are started and unacknowledged at once (what a crash runs again), a
-job taken along that no thread starts within ``HAND_BACK_AFTER`` goes back to the head of
-its queue (so none waits behind long jobs while another process idles), and a recovered
-job runs alone (so none that merely waited beside a poison pill is charged with it). Jobs
-taken along from a lower queue may start before a job that just arrived in a higher one.
-A thread that ends (quiet, stop) pushes back the jobs
-taken along and not started. When every queue is empty, each processor thread
+trip per ``FETCH_AT_MOST`` jobs. ``ReliableFetch`` bounds what this costs: fewer than
+``FETCH_AT_MOST * concurrency`` finished jobs wait for their acknowledgement (what a crash
+runs again besides the running ones); a job taken along that no thread starts within
+``HAND_BACK_AFTER`` goes back to the head of its queue (so none waits behind long jobs
+while another process idles); and a recovered job runs alone (so none that merely waited
+beside a poison pill is charged with it). Jobs taken along from a lower queue may start
+before a job that just arrived in a higher one. A thread that ends (quiet, stop) pushes back
+the jobs taken along and not started. When every queue is empty, each processor thread
 blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
 at once instead of waiting for a poll, and an idle worker does not spin.
 
@@ -339,12 +339,12 @@ class _Thread:
 class ReliableFetch:
     """Reliable fetch, with two bounds that make a crash and a long job cheap.
 
-    * **At most ``concurrency`` jobs started and not acknowledged**, process-wide: a finished
-      job's acknowledgement rides on the next round trip of any thread, and a thread starts a
-      job from memory only while the started-and-unacknowledged count is under
-      ``concurrency``; otherwise the pending acknowledgements are written first. So a
-      ``kill -9`` makes at most ``concurrency`` jobs run again (those running, and those just
-      finished whose acknowledgement had not reached Redis), never a backlog of finished ones.
+    * **One pool of finished jobs waiting for their acknowledgement**, process-wide: it rides
+      on the next round trip of any thread (each sent once: ``_acking`` holds those in
+      flight), and a thread starts a job from memory only while fewer than
+      ``unacked_at_most`` wait; otherwise it makes the round trip. A ``kill -9`` runs again
+      the jobs running and those. (Bounding it by ``concurrency`` made a GIL-bound drain
+      pay a round trip per job or two, measured: every thread holds a job at once.)
     * **No job waits in memory behind running jobs**: jobs taken along that no thread of this
       process started within ``HAND_BACK_AFTER`` are moved back to the head of their queue
       (one step each, only if still in the private list), where an idle thread of any
@@ -363,6 +363,7 @@ class ReliableFetch:
         self.identity = identity
         self.timeout = config.fetch_timeout
         self.concurrency = max(1, config.concurrency)
+        self.unacked_at_most = FETCH_AT_MOST * self.concurrency
         #: A fetch takes one more job only per this many still waiting in its queue, so a
         #: short queue goes one job per thread, and only a backlog is taken several at a time.
         self.spread = max(1, config.concurrency)
@@ -379,6 +380,8 @@ class ReliableFetch:
         #: Finished jobs whose acknowledgement has not reached Redis: the next round trip of
         #: any thread takes them along (they count as started until its reply).
         self._done: list[UnitOfWork] = []
+        #: Finished jobs a round trip is acknowledging now (still counted, still held).
+        self._acking: list[UnitOfWork] = []
         #: Threads running a recovered job alone: while any does, nothing is taken along.
         self._alone = 0
         #: Every thread's share; ``_lock`` makes each job's move between the ready jobs, a
@@ -408,7 +411,7 @@ class ReliableFetch:
         running, or finished and not acknowledged yet. A job in a private list that is not
         here (nor in a fetch whose reply is still coming) is held by no one."""
         with self._lock:
-            units = list(self._ready) + self._done
+            units = list(self._ready) + self._done + self._acking
             for mine in self._threads:
                 if mine.current is not None:
                     units.append(mine.current)
@@ -420,7 +423,7 @@ class ReliableFetch:
 
     def _finish(self, mine: _Thread, previous: UnitOfWork | None) -> None:
         """``mine``'s job ``previous`` is finished (under ``_lock``)."""
-        if previous is not None and not any(u is previous for u in self._done):
+        if previous is not None:
             self._done.append(previous)
         if mine.alone:
             mine.alone = False
@@ -434,18 +437,9 @@ class ReliableFetch:
         mine.handed_at = now
         with self._lock:
             self._finish(mine, previous)
-            if self._ready:
-                if self._started() < self.concurrency:
-                    return self._handed(mine, self._ready.popleft())
-                flush = True
-            else:
-                flush = False
-        if flush:
-            # The budget is spent on finished jobs: acknowledge them, then start a ready one.
-            self.acknowledge()
-            with self._lock:
-                if self._ready and self._started() < self.concurrency:
-                    return self._handed(mine, self._ready.popleft())
+            if self._ready and self._unacked() < self.unacked_at_most:
+                return self._handed(mine, self._ready.popleft())
+            # Otherwise a round trip, which acknowledges the finished jobs on its way.
         order = self.paused.running(self.order())
         if self.wrong_type.skipped:
             order = self.wrong_type.running(order)
@@ -457,27 +451,35 @@ class ReliableFetch:
         for name in order:
             script_keys += self._keys[name]
         with self._lock:
-            done = list(self._done)
-            along = FETCH_AT_MOST if short and not self._alone else 1
-        found = mine.scripts.fetch(
-            script_keys,
-            [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
-            along,
-            self.spread,
-            TAKE_ALONG_BYTES,
-        )
+            done = self._sending()
+            along = FETCH_AT_MOST if short and not self._alone and len(self._ready) < FETCH_AT_MOST else 1
+        try:
+            found = mine.scripts.fetch(
+                script_keys,
+                [(self.private[unit.queue], unit.raw) for unit in done] if done else (),
+                along,
+                self.spread,
+                TAKE_ALONG_BYTES,
+            )
+        except BaseException:
+            self._unsent(done)
+            raise
         taken = int(found[1]) if found else 0
         unit: UnitOfWork | None = None
+        over = False
         with self._lock:
             self._forget(done)
             if found and taken:
                 queue = found[0].decode()[6:]  # strip "queue:"
                 unit = UnitOfWork(queue, found[2])
-                if taken > 1:
+                if taken > 1 or self._ready:
                     if not self._ready:
                         self._ready_at = time.monotonic()
+                    else:  # the round trip was for the acknowledgements: the oldest goes first
+                        self._ready.append(unit)
+                        unit = self._ready.popleft()
                     self._ready.extend(UnitOfWork(queue, raw) for raw in found[3 : 2 + taken])
-                over = self._started() >= self.concurrency
+                over = self._unacked() >= self.unacked_at_most
         if unit is not None and over:
             # Rare: other threads finished jobs while this round trip was on its way.
             self.acknowledge()
@@ -561,11 +563,32 @@ class ReliableFetch:
                 self._ready.clear()
             self._give_back(ready)
 
+    def _unacked(self) -> int:
+        """Finished jobs whose acknowledgement has not reached Redis (under ``_lock``)."""
+        return len(self._done) + len(self._acking)
+
+    def _sending(self) -> list[UnitOfWork]:
+        """The finished jobs a round trip starting now acknowledges (under ``_lock``): from
+        pending to in flight, so that no other thread's round trip sends them again."""
+        done = self._done
+        if done:
+            self._done = []
+            self._acking.extend(done)
+        return done
+
+    def _unsent(self, done: list[UnitOfWork]) -> None:
+        """A round trip that was to acknowledge ``done`` failed: pending again (they may be
+        acknowledged already, if Redis ran it; acknowledging twice removes nothing more)."""
+        if done:
+            with self._lock:
+                self._forget(done)
+                self._done[:0] = done
+
     def _forget(self, acknowledged: list[UnitOfWork]) -> None:
         """These finished jobs are acknowledged (under ``_lock``)."""
         if acknowledged:
             gone = {id(u) for u in acknowledged}
-            self._done = [u for u in self._done if id(u) not in gone]
+            self._acking = [u for u in self._acking if id(u) not in gone]
 
     def acknowledge(self, unit: UnitOfWork | None = None) -> None:
         """Write every pending acknowledgement now (``unit`` first counted as finished)."""
@@ -576,13 +599,17 @@ class ReliableFetch:
                     self._finish(mine, unit)
                 elif not any(u is unit for u in self._done):  # a retry hands it again
                     self._done.append(unit)
-            done = list(self._done)
+            done = self._sending()
         if not done:
             return
-        pipe = self.redis.pipeline(transaction=False)
-        for finished in done:
-            pipe.lrem(self.private[finished.queue], -1, finished.raw)
-        pipe.execute()
+        try:
+            pipe = self.redis.pipeline(transaction=False)
+            for finished in done:
+                pipe.lrem(self.private[finished.queue], -1, finished.raw)
+            pipe.execute()
+        except BaseException:
+            self._unsent(done)
+            raise
         with self._lock:
             self._forget(done)
 
@@ -601,14 +628,19 @@ class ReliableFetch:
         """
         with self._lock:
             mine = next((share for share in self._threads if share.thread is thread), None)
-            done = list(self._done)
+            pending = self._sending()
+        done = list(pending)
         if unit is not None and not any(u is unit for u in done):
             done.append(unit)
         if done:
-            pipe = self.redis.pipeline(transaction=False)
-            for finished in done:
-                pipe.lrem(self.private[finished.queue], -1, finished.raw)
-            pipe.execute()
+            try:
+                pipe = self.redis.pipeline(transaction=False)
+                for finished in done:
+                    pipe.lrem(self.private[finished.queue], -1, finished.raw)
+                pipe.execute()
+            except BaseException:
+                self._unsent(pending)
+                raise
         with self._lock:
             self._forget(done)
             if mine is None:
