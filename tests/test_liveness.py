@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
+import redis as redis_lib
 
 from django_wurk import Config, Wurk
 from django_wurk.core import api
@@ -82,35 +85,65 @@ def test_processed_and_failed_totals_follow_within_a_second(slow_beat: Launcher,
         within(1.0, done, lambda n=round_: (api.Stats(wurk).processed, api.Stats(wurk).failed) == (2 * n, n))
 
 
-def command_counts(r: Any) -> dict[str, int]:
-    stats = r.info("commandstats")
-    return {name: int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in HEARTBEAT_WRITES}
+@contextmanager
+def counted(r: Any, redis_url: str) -> Iterator[dict[str, int]]:
+    """Counts of the calls of each of ``HEARTBEAT_WRITES`` on ``r``'s database while inside.
+
+    Counted from MONITOR, not INFO commandstats: the counts there are the whole server's,
+    and on a shared server (CI's pass 2: the other pytest-xdist workers use the databases
+    below) the other tests' commands would count as this worker's. MONITOR names each
+    command's database (a Lua script's commands too); two ECHOes sent through ``r`` mark
+    where the stretch starts and ends, and which database is ours. The counts are filled
+    in on leaving.
+    """
+    marker = f"wurk-counted-{uuid.uuid4().hex}"
+    counts = dict.fromkeys(HEARTBEAT_WRITES, 0)
+    with redis_lib.Redis.from_url(redis_url, socket_timeout=30) as watcher, watcher.monitor() as monitor:
+        r.echo(f"{marker}-start")
+        yield counts
+        r.echo(f"{marker}-end")
+        db = None
+        while True:
+            command = monitor.next_command()
+            name, *args = command["command"].split(" ")
+            name = name.lower()
+            if name == "echo" and args == [f"{marker}-start"]:
+                db = command["db"]
+            elif db is None or command["db"] != db:
+                continue
+            elif name == "echo" and args == [f"{marker}-end"]:
+                return
+            elif name in counts:
+                counts[name] += 1
 
 
-def test_an_idle_worker_writes_nothing_between_beats(slow_beat: Launcher, wurk: Wurk, r: Any) -> None:
+def test_an_idle_worker_writes_nothing_between_beats(
+    slow_beat: Launcher, wurk: Wurk, r: Any, redis_url: str
+) -> None:
     jobs.echo.perform_async("warm up")
     wait_for(lambda: seen(r, "echo"))
-    wait_for(lambda: api.Stats(wurk).processed == 1)
+    wait_for(lambda: api.Stats(wurk).processed == 1 and busy_counts(wurk) == [0])
     time.sleep(0.6)  # let the pulse after the job's end go out; what follows is idle
-    before = command_counts(r)
-    time.sleep(2.0)  # measuring a quiet stretch: nothing to poll for
-    after = command_counts(r)
-    assert {k: after[k] - before[k] for k in before} == dict.fromkeys(before, 0)
+    with counted(r, redis_url) as counts:
+        time.sleep(2.0)  # measuring a quiet stretch: nothing to poll for
+    assert counts == dict.fromkeys(HEARTBEAT_WRITES, 0)
 
 
-def test_a_busy_worker_pulses_at_most_twice_a_second(slow_beat: Launcher, wurk: Wurk, r: Any) -> None:
+def test_a_busy_worker_pulses_at_most_twice_a_second(
+    slow_beat: Launcher, wurk: Wurk, r: Any, redis_url: str
+) -> None:
     """However many jobs start and end, the busy-work hash is rewritten twice a second at most.
 
     Each beat or pulse UNLINKs the busy-work hash once (and nothing else in a worker does);
     the jobs here start and end about 60 times a second for over a second.
     """
-    before = command_counts(r)["unlink"]
-    started = time.monotonic()
-    for _ in range(60):
-        jobs.sleepy.perform_async(0.05)
-    wait_for(lambda: len(seen(r, "sleepy-done")) == 60)
-    elapsed = time.monotonic() - started
-    wait_for(lambda: api.Stats(wurk).processed == 60)
-    writes = command_counts(r)["unlink"] - before
+    with counted(r, redis_url) as counts:
+        started = time.monotonic()
+        for _ in range(60):
+            jobs.sleepy.perform_async(0.05)
+        wait_for(lambda: len(seen(r, "sleepy-done")) == 60)
+        elapsed = time.monotonic() - started
+        wait_for(lambda: api.Stats(wurk).processed == 60)
+    writes = counts["unlink"]
     assert elapsed > 0.9
     assert 1 <= writes <= 2 * elapsed + 2  # and one more for the last change

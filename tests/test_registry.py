@@ -9,11 +9,12 @@ from django.core.management.base import SystemCheckError
 
 from django_wurk import Job
 from django_wurk.core.registry import registry
-from tests.test_conf import run
+from tests.test_conf import every_database, run
 
 pytestmark = pytest.mark.usefixtures("clean_environment")
 
 
+@every_database
 def test_duplicate_wire_names_fail_at_definition_and_in_check() -> None:
     name = "testing.conf.duplicate"
 

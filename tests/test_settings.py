@@ -32,6 +32,7 @@ from django_wurk.conf import (
 )
 from django_wurk.core import config as engine_config
 from django_wurk.core.features import SETTINGS as FEATURE_SETTINGS
+from tests.test_conf import every_database
 
 MOVED = ["ENQUEUE", "DATABASE", "OUTBOX_RELAY_INTERVAL", "PUSH_RETRIES", "DASHBOARD_READ_ONLY",
          "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL", "HISTORY_INTERVAL",
@@ -229,6 +230,7 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
+@every_database
 @pytest.mark.parametrize(
     ("values", "setting"),
     [
@@ -247,6 +249,7 @@ def test_check_reports_a_bad_app_setting_by_name(values: dict[str, Any], setting
     assert "django_wurk.E001" in text and f"WURK[{setting!r}]" in text and f"WURK_{setting}" in text
 
 
+@every_database
 def test_check_reports_a_bad_app_setting_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WURK_ENQUEUE", "later")
     with pytest.raises(SystemCheckError, match="ENQUEUE"):

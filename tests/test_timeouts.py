@@ -223,6 +223,10 @@ def test_an_abandoned_job_leaves_the_fetch_and_a_stray_sweep_never_pushes_it_bac
     wait_started(r, "held")
     stuck = next(w.thread for w in manager.work.snapshot().values())
     wait_for(lambda: retries(r), timeout=0.5 + GRACE + MARGIN)
+    # The failure is recorded before the job is acknowledged and the fetch lets go of it
+    # (``Manager.abandon``: never lost), so seeing the retry says nothing of the fetch yet.
+    # The stuck thread's processor leaves the manager only once the fetch has settled for it.
+    wait_for(lambda: all(p.thread is not stuck for p in manager.processors), timeout=10)
     (entry,) = retries(r)
     assert entry["jid"] not in jids(manager.fetch.held())
     assert all(share.thread is not stuck for share in manager.fetch._threads)
