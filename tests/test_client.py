@@ -11,8 +11,8 @@ import pytest
 
 from django_wurk import Config, Wurk
 from django_wurk.core.backlog import Backlog
-from django_wurk.core.writer import Kept, Writer
 from django_wurk.core.wire import TimestampStyle
+from django_wurk.core.writer import Kept, Writer
 from tests.conftest import queue_entries, wait_for
 from tests.jobsapp import jobs
 

@@ -94,9 +94,7 @@ def test_retry_retry_dead_walk(wurk: Wurk, r: Any, launcher: Launcher) -> None:
         make_due(r)
         # One read per poll: a zcard then a zrange could see the old entry, then nothing (promoted
         # in between), and index an empty list.
-        wait_for(
-            lambda c=expected_count: [e["retry_count"] for e, _ in zset(r, "retry")] == [c]
-        )
+        wait_for(lambda c=expected_count: [e["retry_count"] for e, _ in zset(r, "retry")] == [c])
         [(entry, score)] = zset(r, "retry")
         history.append(entry)
         assert entry["failed_at"] == first["failed_at"]  # kept from the first failure
