@@ -24,10 +24,11 @@ error it met and why it was given up (``Fate``). The writes themselves, what "lo
 to the caller (a log line with the payloads, a signal) and how many attempts are allowed
 belong to the caller.
 
-Not here: the worker's own waits for Redis (``worker/outage.Outage.ride_out``), which hold
-the calling thread until the write is done or a deadline passes. Those must not return
-before the write is made (a job is acknowledged only after its outcome is recorded), so
-they cannot be handed to a background thread.
+Some writes cannot be kept for later: the caller must not go on before they are made (a
+worker acknowledges a job only once its outcome is recorded, so a crash in between runs the
+job again instead of losing the record). Those wait in the calling thread, with
+``ride_out``, the same back-off until a deadline: the worker's writes
+(``worker/outage.Outage.ride_out``) and a batch job's count (``features/batches``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from redis.exceptions import RedisError
 logger = logging.getLogger("django_wurk.backlog")
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 #: Why a write was given up: its attempts ran out (``exhausted``), it met an error that is
 #: not an outage (``failed``), the process exited before it could be written (``exiting``),
@@ -65,6 +67,45 @@ class BacklogFull(Exception):
 def delay(attempt: int, first: float = FIRST_DELAY, most: float = MAX_DELAY) -> float:
     """The wait before attempt ``attempt`` (1 is the first retry)."""
     return float(min(first * 2.0 ** (attempt - 1), most))
+
+
+def ride_out(
+    action: Callable[[], R],
+    deadline: float,
+    on_give_up: Callable[[BaseException], R],
+    *,
+    transient: tuple[type[BaseException], ...] = (RedisError, OSError),
+    permanent: tuple[type[BaseException], ...] = (),
+    pause: Callable[[int], float] = lambda failures: delay(failures, 0.1, 2.0),
+    failed: Callable[[BaseException], None] | None = None,
+    recovered: Callable[[], None] | None = None,
+) -> R:
+    """``action()``, tried again in this thread while it meets a ``transient`` error (one
+    of ``permanent`` is raised at once), until ``deadline`` (``time.monotonic()``).
+
+    ``pause(failures)`` is the wait after the ``failures``-th failure; ``failed`` hears of each
+    failure and ``recovered`` of a success after some. Once an attempt fails after the
+    deadline, ``on_give_up`` gets the last error and its result is returned: the caller
+    says what is lost. Any other exception is raised at once: trying again would fail the
+    same way.
+    """
+    failures = 0
+    while True:
+        try:
+            result = action()
+        except transient as exc:
+            if isinstance(exc, permanent):
+                raise
+            failures += 1
+            if failed is not None:
+                failed(exc)
+            if time.monotonic() > deadline:
+                return on_give_up(exc)
+            time.sleep(pause(failures))
+            continue
+        if failures and recovered is not None:
+            recovered()
+        return result
 
 
 class Backlog(Generic[T]):
