@@ -180,9 +180,11 @@ class Transactions:
     def _lost(self, item: Pending, error: BaseException, fate: Fate) -> None:
         if fate in ("exhausted", "failed"):
             logger.error(
-                "gave up pushing %d committed job(s) after %d attempts (%s); jids: %s; payloads: %r",
+                "gave up pushing %d committed job(s) %s (%s); jids: %s; payloads: %r",
                 len(item.payloads),
-                app_settings().push_retries,
+                f"after {app_settings().push_retries} attempts"
+                if fate == "exhausted"
+                else "at once: the error is not an outage, so a retry would fail the same way",
                 error,
                 ", ".join(str(p.get("jid")) for p in item.payloads),
                 item.payloads,
