@@ -147,8 +147,10 @@ class Backlog(Generic[T]):
         self._items: deque[tuple[T, BaseException | None]] = deque()
         #: The item the thread is writing now (taken off ``_items``), if any.
         self._inflight: tuple[T, BaseException | None] | None = None
-        #: Sum of ``size`` over the items waiting and in flight.
-        self._size = 0
+        #: How much waits: ``size(item)`` (at least 1 each) summed over the items waiting and
+        #: in flight, so it is 0 exactly when nothing waits. Read it, never set it: a plain
+        #: attribute so that a caller on a hot path (every push) asks without a call.
+        self.size = 0
         #: Items given up whose ``on_lost`` is still running.
         self._reporting = 0
         self._thread: threading.Thread | None = None
@@ -156,29 +158,24 @@ class Backlog(Generic[T]):
         #: Set once the exit flush took over; nothing is retried after.
         self._closed = False
 
-    @property
-    def size(self) -> int:
-        """How much waits (``size`` summed over the items), the one in flight included."""
-        return self._size
-
     def busy(self) -> bool:
         """Whether anything waits: a new write must then join the end, to keep the order."""
-        return self._inflight is not None or bool(self._items)
+        return self.size > 0
 
     def submit(self, item: T, error: BaseException | None = None) -> None:
         """Keep ``item`` (which failed with ``error``, if it was tried) for the thread to write.
 
         Raises ``BacklogFull`` past ``limit()``; during the exit itself it is lost at once.
         """
-        weight = self._size_of(item)
+        weight = max(self._size_of(item), 1)
         with self._changed:
             closed = self._closed
             if not closed:
                 bound = self.limit()
-                if bound is not None and self._size + weight > bound:
-                    raise BacklogFull(f"{self.name}: {self._size} waiting already, the limit is {bound}")
+                if bound is not None and self.size + weight > bound:
+                    raise BacklogFull(f"{self.name}: {self.size} waiting already, the limit is {bound}")
                 self._items.append((item, error))
-                self._size += weight
+                self.size += weight
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._run, name=f"wurk-{self.name}", daemon=True)
                     self._thread.start()
@@ -202,7 +199,7 @@ class Backlog(Generic[T]):
                 self._inflight = None
                 closed = self._closed  # the exit flush has reported this item already
                 if not closed:
-                    self._size -= self._size_of(item)
+                    self.size -= max(self._size_of(item), 1)
                     if not written:  # counted until told, so the exit flush waits for the report
                         self._reporting += 1
                 self._changed.notify_all()
@@ -273,7 +270,7 @@ class Backlog(Generic[T]):
             waiting = list(self._items)
             self._closed = True
             self._items.clear()
-            self._size = 0
+            self.size = 0
         if under_way is not None:
             item, error = under_way
             error = error or TimeoutError("the process exited while it was being written")

@@ -117,12 +117,15 @@ class Writer:
 
         While anything is buffered a push joins the end of the buffer, so order holds.
         """
-        outage = self.outage
-        if outage.busy():
+        if self.outage.size:  # busy(), without a call on every push
             self._keep(payloads, at, delivery, None)
             return None
         try:
-            return self.write(payloads, at, delivery)
+            shard = delivery.get("shard") if delivery else None
+            if shard is None:
+                return self._write(payloads, at)
+            with self.wurk.via(shard):
+                return self._write(payloads, at)
         except (redis_exceptions.RedisError, OSError) as exc:
             if not self.wurk.config.client_buffer:
                 raise EnqueueError(
