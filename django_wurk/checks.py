@@ -149,8 +149,11 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
         if (cls := registry.resolve(name)) is not None
         and getattr(cls, "_defaults", {}).get("encrypt") is True
     )
+    from django_wurk.core.features.encryption import EncryptionSettings
+
+    keys = config.section(EncryptionSettings).encryption_keys
     errors: list[CheckMessage] = []
-    if encrypted and not config.encryption_keys:
+    if encrypted and not keys:
         errors.append(
             Error(
                 f"WURK['ENCRYPTION_KEYS'] is empty, but these jobs are encrypt=True: {', '.join(encrypted)}",
@@ -173,7 +176,7 @@ def check_encryption(app_configs: Any = None, **kwargs: Any) -> list[CheckMessag
                 id="django_wurk.W002",
             )
         )
-    if (encrypted or config.encryption_keys) and importlib.util.find_spec("cryptography") is None:
+    if (encrypted or keys) and importlib.util.find_spec("cryptography") is None:
         errors.append(
             Error(
                 "WURK['ENCRYPTION_KEYS'] needs the 'cryptography' package, which is not installed",

@@ -2,10 +2,11 @@
 
 One dict configures both layers, so users never need to know where the line runs. The keys
 the engine reads (Redis, workers, retries) build ``django_wurk.core.config.Config``, which
-knows nothing of Django; the keys only this app reads (``ENQUEUE``, ``DATABASE``, the
-outbox relay, the retries of a push after its commit, the dashboard) build ``Settings``
-here, read through ``app_settings()``. Every key belongs to exactly one of them; any other
-key is an error that suggests the closest key of either.
+knows nothing of Django, and carries the settings of the engine's features (batches, job
+status, encryption: each feature's own class, ``Feature.settings``); the keys only this app
+reads (``ENQUEUE``, ``DATABASE``, the outbox relay, the retries of a push after its commit,
+the dashboard) build ``Settings`` here, read through ``app_settings()``. Every key belongs
+to exactly one of them; any other key is an error that suggests the closest known key.
 
 Precedence, highest first: command-line flags, environment, ``settings.WURK``, defaults.
 Every ``WURK`` key ``K`` is also read from ``WURK_K`` in the environment, through
@@ -42,6 +43,7 @@ from django_wurk.core.config import (
     parse_number,
     parse_text,
 )
+from django_wurk.core.features import SETTINGS as FEATURE_SETTINGS
 from django_wurk.periodic import PeriodicEntry, parse_entries
 
 ENV_PREFIX = "WURK_"
@@ -181,7 +183,7 @@ def app_setting_names() -> list[str]:
 
 def setting_names() -> list[str]:
     """Every ``WURK`` key, the engine's then the app's (the docs are checked against this)."""
-    return engine_config.setting_names() + app_setting_names()
+    return engine_config.setting_names(FEATURE_SETTINGS) + app_setting_names()
 
 
 # Reading the sources --------------------------------------------------------------------
@@ -311,7 +313,7 @@ def build_config(
     """The engine's effective configuration; raises ``ConfigError`` naming the offending key."""
     app_keys = set(app_setting_names())
     merged = merged_values(overrides, environ)
-    return Config.from_mapping({k: v for k, v in merged.items() if k not in app_keys})
+    return Config.from_mapping({k: v for k, v in merged.items() if k not in app_keys}, FEATURE_SETTINGS)
 
 
 def build_settings(environ: Mapping[str, str] | None = None) -> Settings:
@@ -336,7 +338,10 @@ def problems(environ: Mapping[str, str] | None = None) -> list[ConfigError]:
         return [exc]
     app_keys = set(app_setting_names())
     layers: list[tuple[Callable[[dict[str, Any]], object], dict[str, Any]]] = [
-        (Config.from_mapping, {k: v for k, v in merged.items() if k not in app_keys}),
+        (
+            lambda values: Config.from_mapping(values, FEATURE_SETTINGS),
+            {k: v for k, v in merged.items() if k not in app_keys},
+        ),
         (Settings.from_mapping, {k: v for k, v in merged.items() if k in app_keys}),
     ]
     for build, values in layers:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Batch, BatchStatus, Config, Wurk
-from django_wurk.core.features.batches import BatchClosed, NoSuchBatch, keys
+from django_wurk.core.features.batches import BatchClosed, BatchSettings, NoSuchBatch, keys
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
 from tests.jobsapp import batch_jobs
@@ -88,7 +88,7 @@ def test_three_levels_deep_each_parent_waits_for_its_children(wurk: Wurk, r: Any
     assert {c["running_bid"] for c in fired if c["options"]["level"] == 2} == {top.bid}
     assert {c["running_bid"] for c in fired if c["options"]["level"] == 3} == {None}
     assert sorted(n for n, _ in runs("work")) == [100, 101, 102, 200, 201, 202, 300]
-    assert_every_batch_key_expires(r, at_most=wurk.config.batch_linger)
+    assert_every_batch_key_expires(r, at_most=wurk.config.section(BatchSettings).batch_linger)
 
 
 def test_a_child_made_in_the_parents_block_is_written_with_it(wurk: Wurk, r: Any) -> None:
@@ -201,7 +201,7 @@ def test_every_key_gets_a_ttl_where_it_is_created(wurk: Wurk, r: Any, launcher: 
     for key in (keys.kids(batch.bid), keys.pending_kids(batch.bid), keys.unsucceeded_kids(batch.bid)):
         assert r.exists(key)
     assert r.exists(keys.callbacks(batch.bid)) and r.exists(keys.jids(child.bid))
-    assert_every_batch_key_expires(r, at_most=wurk.config.batch_expires_in)
+    assert_every_batch_key_expires(r, at_most=wurk.config.section(BatchSettings).batch_expires_in)
     assert 4900 < r.ttl(keys.batch(batch.bid)) <= 5000
     assert 4900 < r.ttl(keys.failed(batch.bid)) <= 5000  # the hash's remaining lifetime
     assert r.ttl(keys.batch(child.bid)) > 5000  # the child has the default (30 days)
@@ -248,8 +248,8 @@ def test_defaults_are_thirty_days_and_a_day(wurk: Wurk, r: Any) -> None:
 def test_the_indexes_are_trimmed_by_count_and_age_on_every_add(
     wurk: Wurk, r: Any, test_config: Config
 ) -> None:
-    wurk.configure(test_config.replace(batch_index_max=3))
-    old = time.time() - wurk.config.batch_expires_in - 60
+    wurk.configure(test_config.with_section(BatchSettings(batch_index_max=3)))
+    old = time.time() - wurk.config.section(BatchSettings).batch_expires_in - 60
     r.zadd("batches", {"ancient": old})
     r.zadd("dead-batches", {"ancient": old})
     bids = []

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from django_wurk.conf import Settings, app_setting_names, setting_names
-from django_wurk.core.config import Config
+from django_wurk.core.config import Config, key_names
+from django_wurk.core.features import SETTINGS
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "configuration.md"
 KEY_CELL = re.compile(r"^`([A-Z][A-Z0-9_]*)`$")
@@ -97,9 +98,16 @@ def test_only_machine_dependent_defaults_are_described_in_words() -> None:
 
 @pytest.mark.parametrize(("name", "value"), literal_rows())
 def test_documented_default_matches_config(name: str, value: object) -> None:
-    owner: type[Config] | type[Settings] = Settings if name in app_setting_names() else Config
     field = name.lower()
-    documented_value = getattr(owner.from_mapping({name: value}), field)
+    owner: type[Any]
+    if name in app_setting_names():
+        owner = Settings
+        documented_value = getattr(Settings.from_mapping({name: value}), field)
+    else:
+        # The engine's own key, or a feature's (``Feature.settings``), read through the Config.
+        owner = next((kind for kind in SETTINGS if name in key_names(kind)), Config)
+        config = Config.from_mapping({name: value}, SETTINGS)
+        documented_value = getattr(config if owner is Config else config.section(owner), field)
     default = getattr(owner(), field)
     assert documented_value == default, (
         f"docs say {name} defaults to {value!r}, {owner.__name__}() has {default!r}"

@@ -20,9 +20,11 @@ from django_wurk import Config, Job, Wurk, job
 from django_wurk.api import DeadSet
 from django_wurk.core import keys, wire
 from django_wurk.core.config import ConfigError
+from django_wurk.core.features import SETTINGS
 from django_wurk.core.features.encryption import HIDDEN, MARKER, EncryptionError, is_envelope
 from django_wurk.core.features.encryption.envelope import seal
 from django_wurk.core.features.encryption.middleware import EncryptedJobError, conceal
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from django_wurk.core.registry import registry
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -120,7 +122,7 @@ def encrypted_jobs() -> Iterator[None]:
 @pytest.fixture
 def test_config(test_config: Config) -> Config:
     """The suite's fast test configuration, with one encryption key."""
-    return test_config.replace(encryption_keys=(("1", KEY1),))
+    return test_config.with_section(EncryptionSettings(encryption_keys=(("1", KEY1),)))
 
 
 def everything_in_redis(r: Any) -> bytes:
@@ -347,7 +349,11 @@ def test_rotation_old_jobs_still_run_and_new_ones_use_the_active_key(
     wurk: Wurk, r: Any, running: Any, test_config: Config
 ) -> None:
     charge.perform_async(1, {"card": SECRET})
-    wurk.configure(test_config.replace(encryption_keys=(("1", KEY1), ("2", KEY2)), encryption_active="2"))
+    wurk.configure(
+        test_config.with_section(
+            EncryptionSettings(encryption_keys=(("1", KEY1), ("2", KEY2)), encryption_active="2")
+        )
+    )
     charge.perform_async(2, {"card": SECRET})
     versions = [json.loads(x)["args"][1]["key"] for x in r.lrange("queue:default", 0, -1)]
     assert sorted(versions) == ["1", "2"]
@@ -357,7 +363,7 @@ def test_rotation_old_jobs_still_run_and_new_ones_use_the_active_key(
 
 
 def test_a_push_without_keys_fails_and_pushes_nothing(wurk: Wurk, r: Any, test_config: Config) -> None:
-    wurk.configure(test_config.replace(encryption_keys=()))
+    wurk.configure(test_config.with_section(EncryptionSettings()))
     with pytest.raises(EncryptionError, match=r"ENCRYPTION_KEYS"):
         charge.perform_async(1, {"card": SECRET})
     assert r.llen("queue:default") == 0
@@ -483,7 +489,7 @@ def test_an_undecryptable_job_is_kept_even_with_retry_false(wurk: Wurk, r: Any, 
 def test_restoring_the_key_lets_a_dead_job_run_again(
     wurk: Wurk, r: Any, running: Any, test_config: Config
 ) -> None:
-    wurk.configure(test_config.replace(encryption_keys=(("2", KEY2),)))
+    wurk.configure(test_config.with_section(EncryptionSettings(encryption_keys=(("2", KEY2),))))
     charge.perform_async(1, {"card": SECRET})
     wurk.configure(test_config)  # version 2 rotated out too early
     worker = running()
@@ -491,7 +497,11 @@ def test_restoring_the_key_lets_a_dead_job_run_again(
     worker.stop()
     assert received == []
 
-    wurk.configure(test_config.replace(encryption_keys=(("1", KEY1), ("2", KEY2)), encryption_active="1"))
+    wurk.configure(
+        test_config.with_section(
+            EncryptionSettings(encryption_keys=(("1", KEY1), ("2", KEY2)), encryption_active="1")
+        )
+    )
     [entry] = list(DeadSet())
     entry.retry()
     running()
@@ -504,13 +514,15 @@ def test_restoring_the_key_lets_a_dead_job_run_again(
 
 def test_keys_are_read_from_raw_bytes_base64_and_the_environment_form() -> None:
     b1, b2 = base64.b64encode(KEY1).decode(), base64.urlsafe_b64encode(KEY2).decode()
-    config = Config(encryption_keys={1: KEY1, "v2": b2}, encryption_active="v2")
-    assert config.encryption_key("1") == KEY1 and config.encryption_key("v2") == KEY2
-    assert config.encryption_version == "v2"
-    env = Config.from_mapping({"ENCRYPTION_KEYS": f"1:{b1},\n2:{b2}\n", "ENCRYPTION_ACTIVE": "2"})
-    assert env.encryption_keys == (("1", KEY1), ("2", KEY2)) and env.encryption_active == "2"
-    assert Config(encryption_keys={3: KEY1}).encryption_version == "3"  # the only key
+    keys = EncryptionSettings(encryption_keys={1: KEY1, "v2": b2}, encryption_active="v2")
+    assert keys.key("1") == KEY1 and keys.key("v2") == KEY2
+    assert keys.version == "v2"
+    env = Config.from_mapping({"ENCRYPTION_KEYS": f"1:{b1},\n2:{b2}\n", "ENCRYPTION_ACTIVE": "2"}, SETTINGS)
+    read = env.section(EncryptionSettings)
+    assert read.encryption_keys == (("1", KEY1), ("2", KEY2)) and read.encryption_active == "2"
+    assert EncryptionSettings(encryption_keys={3: KEY1}).version == "3"  # the only key
     assert b1 not in repr(env) and "encryption_keys" not in repr(env)
+    assert b1 not in repr(read) and "encryption_keys" not in repr(read)
 
 
 @pytest.mark.parametrize(
@@ -533,7 +545,7 @@ def test_bad_key_settings_name_the_setting_and_never_show_the_key(
     values: dict[str, Any], setting: str, message: str
 ) -> None:
     with pytest.raises(ConfigError, match=message) as info:
-        Config.from_mapping(values)
+        Config.from_mapping(values, SETTINGS)
     assert info.value.setting == setting
     for key in (KEY1, KEY2):
         assert base64.b64encode(key).decode() not in str(info.value) and repr(key) not in str(info.value)
@@ -542,7 +554,7 @@ def test_bad_key_settings_name_the_setting_and_never_show_the_key(
 def test_a_key_written_where_its_version_goes_is_not_quoted() -> None:
     b1 = base64.b64encode(KEY1).decode()
     with pytest.raises(ConfigError) as info:
-        Config.from_mapping({"ENCRYPTION_KEYS": f"{b1}:1"})
+        Config.from_mapping({"ENCRYPTION_KEYS": f"{b1}:1"}, SETTINGS)
     assert b1 not in str(info.value)
 
 
@@ -578,7 +590,8 @@ def test_keys_from_a_secret_file(
     monkeypatch.setenv("WURK_ENCRYPTION_KEYS_FILE", str(secret))
     monkeypatch.setenv("WURK_ENCRYPTION_ACTIVE", "2")
     config = build_config()
-    assert config.encryption_key("1") == KEY1 and config.encryption_active == "2"
+    read = config.section(EncryptionSettings)
+    assert read.key("1") == KEY1 and read.encryption_active == "2"
 
 
 def test_runwurk_refuses_to_start_with_a_short_key_and_does_not_print_it(redis_url: str) -> None:

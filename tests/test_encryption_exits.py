@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Wurk, job
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from django_wurk.core.registry import registry
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -40,7 +41,7 @@ def registered() -> Iterator[None]:
 
 @pytest.fixture
 def test_config(test_config: Config) -> Config:
-    return test_config.replace(encryption_keys=(("1", KEY1),))
+    return test_config.with_section(EncryptionSettings(encryption_keys=(("1", KEY1),)))
 
 
 def test_an_exit_inside_an_encrypted_job_is_concealed_like_any_failure(wurk: Wurk, r: Any) -> None:

@@ -25,6 +25,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from django_wurk import Config, Job, Wurk, limiter
 from django_wurk.core import keys, wire
 from django_wurk.core.features.encryption import HIDDEN, EncryptedJobError
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from django_wurk.core.features.limiters.base import OverLimit
 from django_wurk.core.features.status import status_key
 from django_wurk.core.registry import registry
@@ -175,7 +176,7 @@ def encrypted_jobs() -> Iterator[None]:
 
 @pytest.fixture
 def test_config(test_config: Config) -> Config:
-    return test_config.replace(encryption_keys=(("1", KEY1),))
+    return test_config.with_section(EncryptionSettings(encryption_keys=(("1", KEY1),)))
 
 
 def bag() -> dict[str, Any]:

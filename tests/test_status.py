@@ -13,6 +13,7 @@ import pytest
 
 from django_wurk import Job, Wurk, current_status, job, wurk
 from django_wurk.api import JobStatus
+from django_wurk.core.features.status import StatusSettings
 from django_wurk.core.features.status.reporter import FLUSH_EVERY
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -166,7 +167,7 @@ def test_untracked_jobs_write_no_status(r: Any, workers: Launcher) -> None:
 
 
 def test_retention_is_the_setting_and_delete_forgets(wurk: Wurk, r: Any, test_config: Any) -> None:
-    wurk.configure(test_config.replace(status_retention=60))
+    wurk.configure(test_config.with_section(StatusSettings(status_retention=60)))
     jid = add.perform_async(1, 1)
     assert 0 < r.ttl(f"status:{jid}") <= 60
     assert JobStatus.delete(jid) and JobStatus.get(jid) is None

@@ -19,9 +19,9 @@ import json
 import os
 import re
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from django_wurk.core.wire import TimestampStyle
@@ -30,6 +30,9 @@ from django_wurk.core.wire import TimestampStyle
 #: "mail\n" through (``QUEUE_NAME.match`` and ``fullmatch`` agree on this pattern).
 QUEUE_NAME = re.compile(r"\A[a-zA-Z0-9_:.\-]+\Z")
 FETCH_MODES = ("reliable", "basic")
+#: Field metadata: ``{KEY: False}`` marks a field that is not a ``WURK`` key.
+KEY = "wurk_key"
+S = TypeVar("S")
 
 
 class ConfigError(ValueError):
@@ -121,20 +124,6 @@ class Config:
     reaper_interval: float = 15.0
     #: A job recovered from dead processes this many times is buried instead of requeued.
     max_recoveries: int = 3
-    #: Seconds a batch and all its keys live while it has not succeeded (``Batch(expires_in=)``).
-    batch_expires_in: int = 30 * 24 * 3600
-    #: Seconds a batch is kept after its success fired (``Batch(linger=)``), for its status page.
-    batch_linger: int = 24 * 3600
-    #: The most entries the ``batches`` and ``dead-batches`` indexes keep (oldest trimmed first).
-    batch_index_max: int = 1_000_000
-    #: Seconds a ``track=True`` job's status (``status:<jid>``) is kept after its last change.
-    status_retention: int = 1800
-    #: Keys for ``encrypt=True`` jobs, by version: ``{version: key}`` in settings (a key is 32
-    #: raw bytes or their base64), ``"1:<base64>,2:<base64>"`` in the environment. Read into
-    #: ``((version, key), ...)``; never shown by ``repr()``.
-    encryption_keys: tuple[tuple[str, bytes], ...] = field(default=(), repr=False)
-    #: The version new pushes are encrypted with; empty means the only key's (``encryption_version``).
-    encryption_active: str = ""
     #: After each push, wait until this many replicas have it (Redis ``WAIT``); 0: don't wait.
     push_wait_replicas: int = 0
     #: The longest a push waits for its replicas (seconds) before it returns anyway, with a warning.
@@ -149,8 +138,11 @@ class Config:
     #: The shard this process works (``runwurk --shard``) and pushes to when nothing says otherwise.
     shard: str = "default"
 
+    #: The settings of the features that own them (``Feature.settings``), one object per
+    #: feature; ``section(kind)`` reads one. Not a key itself: each object's fields are.
+    sections: tuple[Any, ...] = field(default=(), repr=False, metadata={KEY: False})
+
     def __post_init__(self) -> None:
-        _read_encryption(self)
         _read_capsules(self)
         _validate(self)
         _check_shards(self)
@@ -165,19 +157,17 @@ class Config:
             return self
         return dataclasses.replace(self, capsules=(), queues=capsule.queues, concurrency=capsule.concurrency)
 
-    @property
-    def encryption_version(self) -> str:
-        """The key version new pushes are encrypted with ("" when there is no key)."""
-        if self.encryption_active:
-            return self.encryption_active
-        return self.encryption_keys[0][0] if self.encryption_keys else ""
+    def section(self, kind: type[S]) -> S:
+        """The settings of the feature that owns ``kind``: as configured, or its defaults."""
+        for value in self.sections:
+            if type(value) is kind:
+                return value
+        return kind()
 
-    def encryption_key(self, version: str) -> bytes | None:
-        """The key of ``version`` (any version still listed decrypts: that is rotation)."""
-        for known, key in self.encryption_keys:
-            if known == version:
-                return key
-        return None
+    def with_section(self, value: Any) -> Config:
+        """This configuration with one feature's settings replaced by ``value``."""
+        kept = tuple(v for v in self.sections if type(v) is not type(value))
+        return dataclasses.replace(self, sections=(*kept, value))
 
     @property
     def pool_size(self) -> int:
@@ -203,14 +193,26 @@ class Config:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> Config:
-        """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the environment."""
-        kwargs = fields_from_mapping(cls, values, lambda key, f, raw: _coerce(key, f.name, raw))
+    def from_mapping(cls, values: Mapping[str, Any], sections: Sequence[type[Any]] = ()) -> Config:
+        """Build from a ``WURK``-style mapping (upper-case keys), coercing strings from the
+        environment; the keys of ``sections`` (features' settings classes) build those."""
+        owner = {key: kind for kind in sections for key in key_names(kind)}
+        core = {k: v for k, v in values.items() if k not in owner}
+        try:
+            kwargs = fields_from_mapping(cls, core, lambda key, f, raw: _coerce(key, f.name, raw))
+        except UnknownSetting as exc:
+            raise UnknownSetting(exc.setting, [*setting_names(), *owner]) from None
+        # A feature none of whose keys is set keeps its defaults (``section`` makes them).
+        built = tuple(
+            read_section(kind, mine)
+            for kind in sections
+            if (mine := {k: v for k, v in values.items() if owner.get(k) is kind})
+        )
         # SHARDS["default"] may stand in for REDIS_URL; set both, they must agree (_check_shards).
         default = dict(kwargs.get("shards", ())).get(DEFAULT_SHARD)
         if default is not None and "redis_url" not in kwargs:
             kwargs["redis_url"] = default
-        return cls(**kwargs)
+        return cls(**kwargs, sections=built)
 
     def shard_names(self) -> tuple[str, ...]:
         """Every configured shard, ``"default"`` (``REDIS_URL``) first."""
@@ -241,7 +243,7 @@ def fields_from_mapping(
     One reading for the engine's ``Config`` and the Django app's ``Settings``: an unknown key
     fails with the closest known name, and each value is coerced by ``coerce``.
     """
-    known = {f.name.upper(): f for f in dataclasses.fields(cls)}
+    known = {f.name.upper(): f for f in dataclasses.fields(cls) if f.metadata.get(KEY, True)}
     kwargs: dict[str, Any] = {}
     for key, raw in values.items():
         f = known.get(key)
@@ -251,9 +253,26 @@ def fields_from_mapping(
     return kwargs
 
 
-def setting_names() -> list[str]:
-    """Every ``WURK`` key the engine reads, in declaration order."""
-    return [f.name.upper() for f in dataclasses.fields(Config)]
+def key_names(cls: type[Any]) -> list[str]:
+    """The ``WURK`` keys a settings dataclass reads: its fields' names in upper case."""
+    return [f.name.upper() for f in dataclasses.fields(cls) if f.metadata.get(KEY, True)]
+
+
+def setting_names(sections: Sequence[type[Any]] = ()) -> list[str]:
+    """Every ``WURK`` key the engine reads, in declaration order, then those of ``sections``."""
+    return key_names(Config) + [key for kind in sections for key in key_names(kind)]
+
+
+def read_section(kind: type[S], values: Mapping[str, Any]) -> S:
+    """A feature's settings from its ``WURK`` keys: a value from the environment (text) is
+    read as the field's annotation says (``int``, ``float``, ``bool``, ``str``); any other
+    annotation is left to the class itself, whose ``__post_init__`` reads and checks it."""
+
+    def coerce(key: str, f: dataclasses.Field[Any], raw: Any) -> Any:
+        parse = _BY_ANNOTATION.get(str(f.type))
+        return parse(key, raw) if parse is not None else raw
+
+    return kind(**fields_from_mapping(kind, values, coerce))
 
 
 def did_you_mean(key: str, known: Mapping[str, Any] | list[str]) -> str:
@@ -398,8 +417,6 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         return parse_capsules(key, raw)
     if name == "shards":
         return _parse_shards(key, raw)
-    if name in ("encryption_keys", "encryption_active"):
-        return raw  # read (and checked) by the Config itself, so a direct Config(...) is read alike
     if name in ("legacy_workers_key", "strict_args"):
         return parse_bool(key, raw)
     if name in ("redis_pool_size", "poll_interval", "max_memory_mb") and (raw is None or raw == ""):
@@ -416,10 +433,6 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         "max_recoveries",
         "processes",
         "client_buffer",
-        "batch_expires_in",
-        "batch_linger",
-        "batch_index_max",
-        "status_retention",
         "push_wait_replicas",
     ):
         return parse_number(key, raw, int)
@@ -472,6 +485,15 @@ def parse_number(key: str, raw: Any, kind: type[int] | type[float]) -> int | flo
         ) from None
 
 
+#: How ``read_section`` reads a value of each plain annotation (a string, from the environment).
+_BY_ANNOTATION: dict[str, Callable[[str, Any], Any]] = {
+    "int": lambda key, raw: parse_number(key, raw, int),
+    "float": lambda key, raw: parse_number(key, raw, float),
+    "bool": parse_bool,
+    "str": parse_text,
+}
+
+
 def _validate(c: Config) -> None:
     scheme = urlsplit(c.redis_url).scheme if isinstance(c.redis_url, str) else ""
     if scheme not in ("redis", "rediss", "unix", SENTINEL_SCHEME):
@@ -497,10 +519,6 @@ def _validate(c: Config) -> None:
         "PROCESS_DEAD_AFTER": c.process_dead_after,
         "REAPER_INTERVAL": c.reaper_interval,
         "MAX_RECOVERIES": c.max_recoveries,
-        "BATCH_EXPIRES_IN": c.batch_expires_in,
-        "BATCH_LINGER": c.batch_linger,
-        "BATCH_INDEX_MAX": c.batch_index_max,
-        "STATUS_RETENTION": c.status_retention,
         "PUSH_WAIT_TIMEOUT": c.push_wait_timeout,
     }
     for key, value in positive.items():
@@ -679,99 +697,3 @@ def _check_shards(c: Config) -> None:
             raise ConfigError("SHARDS", f"shard {name!r}: {exc}") from None
     if c.shard not in c.shard_names():
         raise ConfigError("SHARD", str(UnknownShard(c.shard, c.shard_names())))
-
-
-# Encryption keys ------------------------------------------------------------------------
-
-ENCRYPTION_KEY_BYTES = 32
-#: A key version: short text, as it is written into every encrypted argument.
-KEY_VERSION = re.compile(r"\A[A-Za-z0-9_.\-]{1,32}\Z")
-
-
-def _key_version(raw: Any) -> str:
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        raw = str(raw)
-    if not isinstance(raw, str) or not KEY_VERSION.fullmatch(raw.strip()):
-        # The value is not quoted: a key written where its version goes would be shown.
-        raise ConfigError(
-            "ENCRYPTION_KEYS", "a key version must be a number or a name of 1-32 characters [A-Za-z0-9_.-]"
-        )
-    return raw.strip()
-
-
-def _key_bytes(version: str, raw: Any) -> bytes:
-    """32 raw bytes, or their base64 (standard or URL-safe alphabet). Never quotes the key."""
-    import base64
-    import binascii
-
-    if isinstance(raw, str):
-        text = raw.strip()
-        try:
-            raw = base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
-        except (binascii.Error, ValueError):
-            raise ConfigError(
-                "ENCRYPTION_KEYS", f"the key of version {version!r} is text but not base64 (of 32 bytes)"
-            ) from None
-    if not isinstance(raw, (bytes, bytearray, memoryview)):
-        raise ConfigError(
-            "ENCRYPTION_KEYS",
-            f"the key of version {version!r} must be bytes or base64 text, not {type(raw).__name__}",
-        )
-    key = bytes(raw)
-    if len(key) != ENCRYPTION_KEY_BYTES:
-        raise ConfigError(
-            "ENCRYPTION_KEYS",
-            f"the key of version {version!r} is {len(key)} bytes; AES-256 needs {ENCRYPTION_KEY_BYTES}",
-        )
-    return key
-
-
-def parse_encryption_keys(raw: Any) -> tuple[tuple[str, bytes], ...]:
-    """``{version: key}``, ``"1:<base64>,2:<base64>"`` (commas or whitespace), or the parsed pairs."""
-    if isinstance(raw, str):
-        pairs: list[tuple[Any, Any]] = []
-        for item in re.split(r"[,\s]+", raw.strip()):
-            if not item:
-                continue
-            version, sep, key = item.partition(":")
-            if not sep:
-                raise ConfigError("ENCRYPTION_KEYS", "expected 'version:base64key' items separated by commas")
-            pairs.append((version, key))
-    elif isinstance(raw, Mapping):
-        pairs = list(raw.items())
-    elif isinstance(raw, (tuple, list)) and all(isinstance(p, (tuple, list)) and len(p) == 2 for p in raw):
-        pairs = [(p[0], p[1]) for p in raw]
-    elif raw is None:
-        pairs = []
-    else:
-        raise ConfigError("ENCRYPTION_KEYS", f"expected a dict of version to key, not {type(raw).__name__}")
-    keys: dict[str, bytes] = {}
-    for version_raw, key_raw in pairs:
-        version = _key_version(version_raw)
-        if version in keys:
-            raise ConfigError("ENCRYPTION_KEYS", f"version {version!r} is given twice")
-        keys[version] = _key_bytes(version, key_raw)
-    return tuple(keys.items())
-
-
-def _read_encryption(c: Config) -> None:
-    keys = parse_encryption_keys(c.encryption_keys)
-    object.__setattr__(c, "encryption_keys", keys)
-    active = c.encryption_active
-    if active is None or active == "":
-        active = ""
-    else:
-        try:
-            active = _key_version(active)
-        except ConfigError:
-            raise ConfigError(
-                "ENCRYPTION_ACTIVE", f"must be a key version of ENCRYPTION_KEYS, got {active!r}"
-            ) from None
-    if not active and len(keys) > 1:
-        raise ConfigError(
-            "ENCRYPTION_ACTIVE",
-            "several ENCRYPTION_KEYS are given: say which version new jobs are encrypted with",
-        )
-    elif active and active not in dict(keys):
-        raise ConfigError("ENCRYPTION_ACTIVE", f"version {active!r} has no key in ENCRYPTION_KEYS")
-    object.__setattr__(c, "encryption_active", active)

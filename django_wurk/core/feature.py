@@ -105,6 +105,9 @@ class Feature:
     job_options: Mapping[str, OptionCheck] = field(default_factory=dict)
     #: Per-push options that say how to deliver a job, never stored in it.
     delivery_options: Mapping[str, OptionCheck] = field(default_factory=dict)
+    #: The class of its own settings (a frozen dataclass; each field is a ``WURK`` key in lower
+    #: case), read with the engine's by ``Config.from_mapping`` and through ``config.section``.
+    settings: type[Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("_", "").replace("-", "").replace(".", "").isalnum():

@@ -16,6 +16,7 @@ from django.test import Client
 
 from django_wurk import Job, Wurk
 from django_wurk.core import keys
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from django_wurk.core.registry import registry
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -45,7 +46,9 @@ registry.unregister(HeldSecret.wire_name)
 @pytest.fixture
 def sealing(wurk: Wurk, use_app_settings: Any) -> Iterator[Wurk]:
     use_app_settings(enqueue="immediate")  # the test runs inside a transaction that never commits
-    wurk.configure(wurk.config.replace(encryption_keys=(("1", KEY),), concurrency=2))
+    wurk.configure(
+        wurk.config.replace(concurrency=2).with_section(EncryptionSettings(encryption_keys=(("1", KEY),)))
+    )
     registry.register(HeldSecret)
     try:
         yield wurk

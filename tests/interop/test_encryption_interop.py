@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django_wurk import Wurk
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from tests.conftest import wait_for
 from tests.interop.conftest import ruby_seen
 from tests.jobsapp.interop_jobs import RubyEcho
@@ -17,7 +18,7 @@ SECRET = "interop-secret-4111"
 def test_a_ruby_worker_sees_the_envelope_not_the_value(
     wurk: Wurk, r: Any, ruby_worker: Callable[..., Any]
 ) -> None:
-    wurk.configure(wurk.config.replace(encryption_keys=(("1", bytes(range(32))),)))
+    wurk.configure(wurk.config.with_section(EncryptionSettings(encryption_keys=(("1", bytes(range(32))),))))
     jid = RubyEcho.set(encrypt=True).perform_async(7, {"card": SECRET})
     ruby_worker("ruby", concurrency=1)
     wait_for(lambda: ruby_seen(r), timeout=30)

@@ -15,6 +15,8 @@ task), Django's connection handling (``runwurk``).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django_wurk.core.feature import Feature
 from django_wurk.core.features import batches, encryption, expiring, limiters, status, timeouts, unique
 
@@ -32,4 +34,8 @@ DEFAULT: tuple[Feature, ...] = (
     encryption.FEATURE,
 )
 
-__all__ = ["DEFAULT"]
+#: The settings classes of the DEFAULT features (``Feature.settings``): their keys are read
+#: with the engine's own (``Config.from_mapping(values, SETTINGS)``).
+SETTINGS: tuple[type[Any], ...] = tuple(f.settings for f in DEFAULT if f.settings is not None)
+
+__all__ = ["DEFAULT", "SETTINGS"]

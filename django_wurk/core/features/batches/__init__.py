@@ -14,6 +14,7 @@ from django_wurk.core.features.batches.batch import (
 )
 from django_wurk.core.features.batches.callbacks import BatchCallback, CallbackJob, UnknownBatchCallback
 from django_wurk.core.features.batches.middleware import plug
+from django_wurk.core.features.batches.settings import BatchSettings
 from django_wurk.core.features.batches.status import BatchSet, BatchStatus, CallbackInfo, DeadBatchSet
 
 FEATURE = Feature(
@@ -22,6 +23,7 @@ FEATURE = Feature(
     # A job's success is counted once every middleware inside let it finish: a job expiry
     # skipped, or one Celery revoked, is done with (and counted) as a success on its way out.
     server_place=Place(outside=("celery_revoked", "expiring")),
+    settings=BatchSettings,
 )
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "BatchClosed",
     "BatchError",
     "BatchSet",
+    "BatchSettings",
     "BatchStatus",
     "CallbackInfo",
     "CallbackJob",

@@ -35,6 +35,7 @@ from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.callbacks import target_name
 from django_wurk.core.features.batches.script import CALLBACKS_MAX, run
+from django_wurk.core.features.batches.settings import BatchSettings
 from django_wurk.core.features.batches.status import EVENTS, BatchStatus
 from django_wurk.core.wire import Payload, check_json_native
 
@@ -370,7 +371,7 @@ class _Flush:
             callbacks: list[str] = []
             ttl = 0
             if new:
-                ttl = batch.expires_in or config.batch_expires_in
+                ttl = batch.expires_in or config.section(BatchSettings).batch_expires_in
                 fields = [
                     "description",
                     batch.description,
@@ -379,7 +380,7 @@ class _Flush:
                     "expires_in",
                     ttl,
                     "linger",
-                    batch.linger or config.batch_linger,
+                    batch.linger or config.section(BatchSettings).batch_linger,
                 ]
                 callbacks = list(batch._callbacks)
             taken.append(len(callbacks))

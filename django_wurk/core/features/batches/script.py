@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
+from django_wurk.core.features.batches.settings import BatchSettings
 from django_wurk.core.scripts import Scripts
 
 if TYPE_CHECKING:
@@ -24,14 +25,15 @@ CALLBACKS_MAX = 1000
 def run(wurk: Wurk, op: str, *args: Any) -> Any:
     """One call of the batch script on this thread's connection (one round trip)."""
     config = wurk.config
+    settings = config.section(BatchSettings)
     now = time.time()
     argv = [
         op,
         f"{now:.6f}",
         wire.dumps(wire.now_stamp(config.timestamps, now)),
         CALLBACK_JOB,
-        config.batch_expires_in,
-        config.batch_index_max,
+        settings.batch_expires_in,
+        settings.batch_index_max,
         CALLBACKS_MAX,
         *args,
     ]

@@ -16,6 +16,7 @@ from django_wurk.core.features.encryption.envelope import (
     is_envelope,
 )
 from django_wurk.core.features.encryption.middleware import HIDDEN, EncryptedJobError, plug
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 
 
 def _check_encrypt(value: Any, where: str) -> Any:
@@ -33,6 +34,7 @@ FEATURE = Feature(
     client_place=Place(edge="outer"),
     server_place=Place(edge="inner"),
     job_options={"encrypt": _check_encrypt},
+    settings=EncryptionSettings,
 )
 
 __all__ = [
@@ -42,6 +44,7 @@ __all__ = [
     "MARKER",
     "EncryptedJobError",
     "EncryptionError",
+    "EncryptionSettings",
     "UndecryptableJob",
     "is_envelope",
 ]

@@ -30,6 +30,7 @@ from django_wurk.core.features.encryption.envelope import (
     open_envelope,
     seal,
 )
+from django_wurk.core.features.encryption.settings import EncryptionSettings
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -65,9 +66,9 @@ class EncryptionClientMiddleware:
         args = result.get("args")
         if isinstance(args, list) and args and is_envelope(args[-1]):
             return result
-        config = self.wurk.config
-        version = config.encryption_version
-        key = config.encryption_key(version) if version else None
+        keys = self.wurk.config.section(EncryptionSettings)
+        version = keys.version
+        key = keys.key(version) if version else None
         problem = _unsealable(job_class, result, key)
         if problem is not None:
             if "enqueued_at" in result:
@@ -117,7 +118,10 @@ class EncryptionServerMiddleware:
         # happens (even if the job changed that list): the payload handed on to error
         # handlers and the retry handler is sealed.
         args[-1] = open_envelope(
-            stored[-1], self.wurk.config.encryption_key, payload.get("jid"), payload.get("class")
+            stored[-1],
+            self.wurk.config.section(EncryptionSettings).key,
+            payload.get("jid"),
+            payload.get("class"),
         )
         failure: Exception | None = None
         try:

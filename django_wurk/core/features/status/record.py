@@ -19,6 +19,7 @@ from redis.exceptions import RedisError
 
 from django_wurk.core import wire
 from django_wurk.core.client import writes_to_redis
+from django_wurk.core.features.status.settings import StatusSettings
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -89,7 +90,7 @@ def write(wurk: Wurk, jid: str, fields: dict[str, str], drop: tuple[str, ...] = 
     commands: list[tuple[Any, ...]] = [("HSET", key, *[x for kv in fields.items() for x in kv])]
     if drop:
         commands.append(("HDEL", key, *drop))
-    commands.append(("EXPIRE", key, wurk.config.status_retention))
+    commands.append(("EXPIRE", key, wurk.config.section(StatusSettings).status_retention))
     try:
         pipe = wurk.redis.pipeline(transaction=True)
         for command in commands:
