@@ -37,6 +37,9 @@ class WurkConfig(AppConfig):
         from django_wurk import transaction
 
         transaction.install(wurk)
+        from django_wurk import signals
+
+        wurk.use(signals.FEATURE)  # the worker's and the jobs' moments, as Django signals
         _install_tracing(wurk)
         autodiscover_modules("jobs")
         # django.tasks functions conventionally live in tasks.py; import them so a worker

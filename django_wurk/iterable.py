@@ -10,8 +10,7 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
 
-from django_wurk.core.features.iterable import IterableJob, UnreadableIterationState
-from django_wurk.core.worker.processor import Interrupted, stopping
+from django_wurk.core.features.iterable import Interrupted, IterableJob, UnreadableIterationState, stopping
 
 M = TypeVar("M", bound=Model)
 

@@ -87,16 +87,18 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
     wait_for(lambda: r.llen("seen:echo") == 2, timeout=15)
     wait_for(lambda: r.llen("seen:server-middleware") == 1, timeout=15)
     # Worker threads close stale database connections around each job, as Django does per request;
-    # rate-limited jobs are rescheduled (outside the features that must see them raise), unique
-    # jobs release their locks, batches count their jobs, Celery tasks record REVOKED, expired
-    # jobs are skipped, and encryption, last, opens an encrypted argument around perform only.
+    # rate-limited jobs are rescheduled (outside the features that must see them raise), batches
+    # count their jobs once unique jobs released their locks, Celery tasks record REVOKED, expired
+    # jobs are skipped, the Django signals see the jobs that start, and encryption, last, opens an
+    # encrypted argument around perform only.
     middleware = [
         "CloseOldConnections",
         "LimiterServerMiddleware",
-        "UniqueServerMiddleware",
         "BatchServerMiddleware",
         "RecordRevoked",
+        "UniqueServerMiddleware",
         "ExpiryServerMiddleware",
+        "SignalServerMiddleware",  # inside every feature that may turn a job away
         "StatusServerMiddleware",  # inside expiry: a skipped job is never "running"
         "TimeoutServerMiddleware",  # the limit is for the job itself, not the features around it
         "EncryptionServerMiddleware",

@@ -31,6 +31,7 @@ from django_wurk.conf import (
     setting_names,
 )
 from django_wurk.core import config as engine_config
+from django_wurk.core.features import SETTINGS as FEATURE_SETTINGS
 
 MOVED = ["ENQUEUE", "DATABASE", "OUTBOX_RELAY_INTERVAL", "PUSH_RETRIES", "DASHBOARD_READ_ONLY",
          "DASHBOARD_STATS_TOKEN", "PERIODIC", "LEADER", "LEADER_TTL", "HISTORY_INTERVAL",
@@ -56,8 +57,9 @@ def wurk_settings(**values: Any) -> Any:
 
 def test_the_app_owns_exactly_the_django_only_keys() -> None:
     assert app_setting_names() == MOVED
-    assert setting_names() == engine_config.setting_names() + MOVED
-    assert not set(MOVED) & set(engine_config.setting_names())
+    # The engine's keys, its features' (each feature's own settings class), then the app's.
+    assert setting_names() == engine_config.setting_names(FEATURE_SETTINGS) + MOVED
+    assert not set(MOVED) & set(engine_config.setting_names(FEATURE_SETTINGS))
 
 
 def test_the_engine_config_no_longer_knows_them() -> None:

@@ -1025,6 +1025,17 @@ def redis_info(wurk: Wurk = default_wurk) -> dict[str, Any]:
     return info
 
 
+@dataclass(frozen=True)
+class QueueGauge:
+    """One queue's size and latency at one moment: in a metrics snapshot (``History``), in
+    the Prometheus scrape and the StatsD gauges."""
+
+    name: str
+    size: int
+    #: Age in seconds of its oldest job when it was read.
+    latency: float
+
+
 @dataclass
 class QueueSummary:
     name: str

@@ -8,16 +8,55 @@ failure, recorded under its retry rules like a ``ValueError`` (Sidekiq rescues R
 processor thread with its job unrecorded, neither retried nor acknowledged.
 
 The worker raises a few ``BaseException``s of its own into or out of a job thread: the
-hard shutdown's ``Shutdown``, ``Interrupted`` (a long job leaving early because the worker
-stops) and ``Abandoned`` (the job was settled for its thread). They derive from
-``WorkerSignal`` so one ``except WorkerSignal`` tells them from a job's own exit.
+hard shutdown's ``Shutdown`` and ``Abandoned`` (the job was settled for its thread, see
+``JobControl.abandon``). A feature may raise one more, ``PutBack``, out of a job: iterable
+jobs' ``Interrupted`` is one. They derive from ``WorkerSignal`` so one ``except
+WorkerSignal`` tells them from a job's own exit.
+
+These are the only words the processor and a feature share about how a job ends: the
+processor knows no feature (an import-linter contract and ``tests/test_import_graph.py``
+say so), and a feature that ends jobs in its own way (timeouts, iterable jobs) does it
+through them, through ``stopping()``, or through the process's ``JobControl``. So Dramatiq's
+actors raise ``Retry`` or ``SkipMessage`` and its worker needs to know no middleware.
 """
 
 from __future__ import annotations
 
+import threading
+
 
 class WorkerSignal(BaseException):
     """Raised by the worker to steer a job thread; never a job's own outcome."""
+
+
+class PutBack(WorkerSignal):
+    """Raised by a job that must run again later, from where it saved its place.
+
+    The processor puts the job back at the head of its queue as it was fetched, so it runs
+    next, here or elsewhere. It is not a failure: no retry is counted, no error reported, no
+    stat counted. A ``BaseException`` (through ``WorkerSignal``), so that middleware catching
+    ``Exception`` does not record it as a failure either. Features subclass it with their
+    own name and meaning (``django_wurk.iterable.Interrupted``).
+    """
+
+
+#: The stop flag of the worker running a job on this thread, for ``stopping()``.
+_current = threading.local()
+
+
+def watch_stop(flag: threading.Event) -> None:
+    """Make ``flag`` the answer of ``stopping()`` on this thread (a processor's, at its start)."""
+    _current.stopping = flag
+
+
+def stopping() -> bool:
+    """Whether the worker running this job is stopping (TERM), so a long job should save and leave.
+
+    False outside a worker (inline runs, tests) and while it is only quiet (TSTP): quiet
+    lets running jobs finish.
+    """
+    flag: threading.Event | None = getattr(_current, "stopping", None)
+    return flag is not None and flag.is_set()
 
 
 class JobExit(Exception):

@@ -170,9 +170,12 @@ class Wurk:
         self.client_middleware.compose([(f.name, plugs[f.name].client) for f in client])
         self.server_middleware.compose([(f.name, plugs[f.name].server) for f in server])
         replace(self.push_gates, [plugs[f.name].gate for f in everyone if plugs[f.name].gate is not None])
-        replace(self.error_handlers, [p.on_error for f in everyone if (p := plugs[f.name]).on_error])
-        replace(self.retry_handlers, [p.on_retry for f in everyone if (p := plugs[f.name]).on_retry])
-        replace(self.death_handlers, [p.on_death for f in everyone if (p := plugs[f.name]).on_death])
+        # An outcome reaches the handlers as it reaches the middleware, innermost first: a
+        # unique job's lock is released before batches push the callback its death fires.
+        inward = everyone[::-1]
+        replace(self.error_handlers, [p.on_error for f in inward if (p := plugs[f.name]).on_error])
+        replace(self.retry_handlers, [p.on_retry for f in inward if (p := plugs[f.name]).on_retry])
+        replace(self.death_handlers, [p.on_death for f in inward if (p := plugs[f.name]).on_death])
         for name in self._features:
             self.events.drop_owner(name)
         for feature in everyone:

@@ -99,7 +99,9 @@ class Feature:
     #: ``build(wurk)``: what it plugs into the engine ``wurk`` (called once per engine).
     build: Callable[[Wurk], Plug] = nothing
     client_place: Place = ANYWHERE
-    #: Where its server middleware sits; also the order of gates and handlers, feature by feature.
+    #: Where its server middleware sits. Also the order of the features' gates (outermost
+    #: first, as a push goes in) and, the other way round, of their error, retry and death
+    #: handlers (innermost first, as the middleware see an outcome on its way out).
     server_place: Place = ANYWHERE
     #: ``@job(...)``/``set(...)`` keys this feature reads (stored in the payload), each with its check.
     job_options: Mapping[str, OptionCheck] = field(default_factory=dict)

@@ -87,10 +87,6 @@ class Period:
     def starts_at(self) -> datetime:
         return self.buckets[0]
 
-    @property
-    def ends_at(self) -> datetime:
-        return self.buckets[-1] + timedelta(seconds=self.bucket_seconds)
-
     def key(self, at: datetime) -> str:
         return keys.metrics_minute(at) if self.minutely else keys.metrics_rollup(at)
 

@@ -20,14 +20,14 @@ from typing import Any
 from django_wurk.core.feature import Feature
 from django_wurk.core.features import batches, encryption, expiring, limiters, status, timeouts, unique
 
-#: Outermost first: a rate-limited job is rescheduled before unique, batches or status see
-#: it succeed; unique releases its lock around whatever batches count; an expired job is
-#: skipped before status calls it running or a timeout starts; encryption opens the last
-#: argument for the job alone.
+#: Outermost first: a rate-limited job is rescheduled before batches, unique or status see
+#: it succeed; batches count a job once unique released its lock (a callback may push it
+#: again); an expired job is skipped before status calls it running or a timeout starts;
+#: encryption opens the last argument for the job alone.
 DEFAULT: tuple[Feature, ...] = (
     limiters.FEATURE,
-    unique.FEATURE,
     batches.FEATURE,
+    unique.FEATURE,
     expiring.FEATURE,
     status.FEATURE,
     timeouts.FEATURE,

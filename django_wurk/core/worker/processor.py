@@ -4,6 +4,12 @@ Everything that can go wrong with data in Redis is handled here without killing 
 thread: an undecodable payload is buried with a reason, an unknown class fails and
 retries, a failure whose retry cannot be written is buried with its original bytes, and a
 Redis outage makes the thread back off instead of spinning.
+
+It knows no feature. A job that ends in a feature's own way reaches it only through the
+engine's words for that (``core/control.py``): ``PutBack`` (an iterable job interrupted by
+the stop goes back to its queue), ``stopping()`` (what such a job asks), and the process's
+``JobControl.abandon`` (a timeout's watchdog gives up on a stuck job, and this thread,
+back too late, finds it ``Abandoned``).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.control import WorkerSignal, contain
+from django_wurk.core.control import PutBack, WorkerSignal, contain, watch_stop
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Execution
 from django_wurk.core.worker.fetch import Fetch, UnitOfWork
@@ -46,30 +52,6 @@ class Shutdown(WorkerSignal):
 class Abandoned(WorkerSignal):
     """This thread's job was given up on while it ran (``Manager.abandon``): its outcome is
     recorded and another thread has taken this one's place, so this one only ends."""
-
-
-class Interrupted(WorkerSignal):
-    """Raised by a job that stops early because the worker is stopping (``stopping()``).
-
-    The job has saved where it got to (an iterable job's cursor); the processor puts it back
-    at the head of its queue as it was fetched, so it resumes next, here or elsewhere. It
-    is not a failure: no retry is counted and no error is reported. A ``BaseException``, so
-    that middleware catching ``Exception`` does not record it as a failure either.
-    """
-
-
-#: The stop flag of the processor running on this thread, for ``stopping()``.
-_current = threading.local()
-
-
-def stopping() -> bool:
-    """Whether the worker running this job is stopping (TERM), so a long job should save and leave.
-
-    False outside a worker (inline runs, tests) and while it is only quiet (TSTP): quiet
-    lets running jobs finish.
-    """
-    event: threading.Event | None = getattr(_current, "stopping", None)
-    return event is not None and event.is_set()
 
 
 def thread_id() -> str:
@@ -138,7 +120,7 @@ class Processor:
 
     def run(self) -> None:
         self.tid = thread_id()
-        _current.stopping = self.stopping
+        watch_stop(self.stopping)
         # The finished job to hand to the next fetch, whose acknowledgement rides on a later
         # round trip (reliable fetch). The fetch keeps it from then on, even if it fails.
         pending: UnitOfWork | None = None
@@ -244,11 +226,11 @@ class Processor:
         started = time.monotonic()
         try:
             execution.run()
-        except Interrupted:
+        except PutBack:
             self._settle(work)  # an abandoned job's thread pushes nothing back either
             if log:
-                joblog.line("interrupted: pushed back to resume later", (), context)
-            return self._push_back_interrupted(unit)
+                joblog.line("put back: runs again from its queue", (), context)
+            return self._put_back(unit)
         except WorkerSignal:
             raise
         except BaseException as raised:
@@ -276,8 +258,8 @@ class Processor:
             joblog.line("done: %.3f sec", (elapsed / 1000,), context)
         return True
 
-    def _push_back_interrupted(self, unit: UnitOfWork) -> bool:
-        """Put a job that interrupted itself back at the head of its queue; always False (no ack).
+    def _put_back(self, unit: UnitOfWork) -> bool:
+        """Put a job that raised ``PutBack`` back at the head of its queue; always False (no ack).
 
         With reliable fetch the move out of the private list is atomic; if Redis is down the
         job stays there and the stop's sweep pushes it back. With basic fetch the payload goes
@@ -286,7 +268,7 @@ class Processor:
 
         def give_up(exc: RedisError) -> bool:
             logger.critical(
-                "could not push an interrupted job back to queue %r (%s); its payload: %r",
+                "could not put a job back to queue %r (%s); its payload: %r",
                 unit.queue,
                 exc,
                 unit.raw,

@@ -21,8 +21,10 @@ FEATURE = Feature(
     "batches",
     plug,
     # A job's success is counted once every middleware inside let it finish: a job expiry
-    # skipped, or one Celery revoked, is done with (and counted) as a success on its way out.
-    server_place=Place(outside=("celery_revoked", "expiring")),
+    # skipped, or one Celery revoked, is done with (and counted) as a success on its way out;
+    # a unique job has released its lock, so a ``success`` callback may push it again (its
+    # death handler, innermost first like every outcome handler, runs before ours too).
+    server_place=Place(outside=("celery_revoked", "expiring", "unique")),
     settings=BatchSettings,
 )
 

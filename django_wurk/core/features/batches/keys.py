@@ -56,8 +56,3 @@ def unsucceeded_kids(bid: str) -> str:
 
 def callbacks(bid: str) -> str:
     return f"b-{bid}-callbacks"
-
-
-def every_key(bid: str) -> list[str]:
-    """The hash and all its sub-keys (a flush token's key, ``b-<bid>-flush-<token>``, aside)."""
-    return [batch(bid), *(f"b-{bid}-{suffix}" for suffix in SUFFIXES)]

@@ -114,7 +114,6 @@ class BatchStatus:
         self.pending_children = int(pending_kids)
         #: Seconds until the batch expires (None if it does not exist or never expires).
         self.expires_in: int | None = int(ttl) if int(ttl) >= 0 else None
-        self.read_at = time.time()
         return self
 
     # The hash -------------------------------------------------------------------------

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from django_wurk.core.api import QueueGauge
 from django_wurk.core.feature import Feature, Plug
 from django_wurk.core.features.history.keys import STREAM
-from django_wurk.core.features.history.reader import History, QueueGauge, Snapshot
+from django_wurk.core.features.history.reader import History, Snapshot
 from django_wurk.core.features.periodic.duties import while_leading
 
 if TYPE_CHECKING:

@@ -23,6 +23,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from django_wurk.core import wire
+from django_wurk.core.api import QueueGauge
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.history import keys
@@ -37,16 +38,6 @@ MAX_LATENCY = 1e9
 FUTURE_SLACK_MS = 60_000
 #: The latest moment a ``datetime`` can hold, in ms since the epoch.
 _MAX_MS = 253_402_300_799_999
-
-
-@dataclass(frozen=True)
-class QueueGauge:
-    """One queue in one snapshot."""
-
-    name: str
-    size: int
-    #: Age in seconds of its oldest job when the snapshot was taken.
-    latency: float
 
 
 @dataclass(frozen=True)

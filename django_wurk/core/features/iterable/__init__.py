@@ -5,7 +5,15 @@ cursor and what to do with each; the base class saves the cursor in Redis (``it-
 goes and when the worker stops, so a restarted or recovered job picks up from there.
 """
 
-from django_wurk.core.features.iterable.job import IterableJob
+from django_wurk.core.control import stopping
+from django_wurk.core.features.iterable.job import Interrupted, IterableJob
 from django_wurk.core.features.iterable.state import IterationState, UnreadableIterationState, state_key
 
-__all__ = ["IterableJob", "IterationState", "UnreadableIterationState", "state_key"]
+__all__ = [
+    "Interrupted",
+    "IterableJob",
+    "IterationState",
+    "UnreadableIterationState",
+    "state_key",
+    "stopping",
+]

@@ -13,12 +13,21 @@ import time
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
+from django_wurk.core.control import PutBack, stopping
 from django_wurk.core.engine import wurk as _wurk
 from django_wurk.core.features.iterable.state import IterationState
 from django_wurk.core.job import Job
-from django_wurk.core.worker.processor import Interrupted, stopping
 
 logger = logging.getLogger("django_wurk.iterable")
+
+
+class Interrupted(PutBack):
+    """Raised by a job that stops early because the worker is stopping (``stopping()``).
+
+    The job has saved where it got to (an iterable job's cursor); the worker puts it back at
+    the head of its queue as it was fetched, so it resumes next, here or elsewhere. It is
+    not a failure: no retry is counted and no error is reported (``core/control.PutBack``).
+    """
 
 
 class IterableJob(Job, abstract=True):

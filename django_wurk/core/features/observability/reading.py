@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django_wurk.core import keys, wire
+from django_wurk.core.api import QueueGauge
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -35,13 +36,6 @@ def oldest_age(raw: object, now: float) -> float:
         return 0.0
     stamp = wire.read_stamp(payload.get("enqueued_at"))
     return max(0.0, now - stamp) if stamp is not None else 0.0
-
-
-@dataclass(frozen=True)
-class QueueGauge:
-    name: str
-    size: int
-    latency: float
 
 
 @dataclass(frozen=True)
