@@ -291,7 +291,10 @@ def _after_fork_in_child() -> None:
 
 
 def _at_exit() -> None:
-    for backlog in list(_every):
+    backlogs = list(_every)
+    for backlog in backlogs:  # every thread starts its last tries now, side by side
+        backlog._exiting.set()
+    for backlog in backlogs:
         backlog.flush_at_exit()
 
 
