@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
 from django_wurk.core import keys, wire
-from django_wurk.core.client import push_once, written_together
+from django_wurk.core.client import written_together
 from django_wurk.core.engine import Wurk
 from django_wurk.core.lease import Lease
 from django_wurk.core.wire import Payload
@@ -96,7 +96,7 @@ def push_rows(wurk: Wurk, alias: str, rows: list[OutboxEntry], refused: list[str
                     )
                     continue
                 marker = keys.outbox_marker(prefix, row.token)
-                outcome = push_once(wurk, marker, payload, row.at)
+                outcome = wurk.writer.write_once(marker, payload, row.at)
                 if outcome:
                     pushed += 1
                 elif outcome is None:

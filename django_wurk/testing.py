@@ -34,6 +34,9 @@ def _wire_name(job: Any) -> str:
 class FakeQueues:
     """Recorded pushes, in push order, per wire name. Scheduled jobs carry an ``at`` key."""
 
+    #: It takes the writer's place and keeps jobs in memory: features keep no Redis state.
+    writes_to_redis = False
+
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
         self._jobs: dict[str, list[Payload]] = {}
@@ -103,6 +106,9 @@ class FakeQueues:
 
 class InlinePusher:
     """Runs each pushed job at once, in the pushing thread."""
+
+    #: It takes the writer's place: nothing is written to Redis.
+    writes_to_redis = False
 
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk

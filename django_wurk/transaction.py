@@ -19,16 +19,10 @@ outage, loses nothing (see ``django_wurk.outbox``).
 
 from __future__ import annotations
 
-import atexit
 import functools
 import logging
-import os
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -37,15 +31,8 @@ from redis.exceptions import RedisError
 from django_wurk import db
 from django_wurk.commit import at_commit
 from django_wurk.conf import app_settings
-from django_wurk.core.client import (
-    NO_DELIVERY,
-    Delivery,
-    Pusher,
-    Refused,
-    WriteGroup,
-    write_group,
-    written_together,
-)
+from django_wurk.core.backlog import Backlog, Fate
+from django_wurk.core.client import Delivery, Refused, Route, WriteGroup, write_group, written_together
 from django_wurk.core.config import DEFAULT_SHARD
 from django_wurk.core.engine import Wurk
 from django_wurk.core.features.batches.batch import retrier as batch_retrier
@@ -65,245 +52,93 @@ def active_alias(preferred: str = DEFAULT_DB_ALIAS) -> str | None:
     return preferred if preferred in open_aliases else open_aliases[0]
 
 
-#: How long, at interpreter exit, the retrier may go on trying to push what is still waiting
+#: How long, at interpreter exit, the retries may go on trying to push what is still waiting
 #: before the rest is reported lost. A bound, so a Redis that accepts connections and never
-#: answers cannot hold a deploy's shutdown hostage.
+#: answers cannot hold a deploy's shutdown hostage. Read at the exit.
 EXIT_FLUSH_SECONDS = 10.0
 
 
 @dataclass
 class Pending:
-    """Jobs committed but not yet in Redis; ``error`` is why the latest attempt failed."""
+    """Jobs committed but not yet in Redis."""
 
     payloads: list[Payload]
     at: float | None
-    error: BaseException
     #: How the push was asked to be delivered: its ``shard`` must survive the retries.
     delivery: Delivery = field(default_factory=dict)
     #: The transaction's writes it belongs to: a retry is still one of them.
     group: WriteGroup | None = None
 
 
-class PushRetrier:
-    """Retries pushes that failed after their commit, off the request thread, with back-off.
+class Transactions:
+    """The Django app's ``Deferral``: pushes made in a transaction wait for its commit.
 
-    The retries live in this process's memory, so at interpreter exit (``atexit``) the
-    back-off is cut short: every push still waiting gets one more attempt, for at most
-    ``EXIT_FLUSH_SECONDS``, and whatever still is not in Redis is logged at ERROR (jid,
-    class, queue, payload) and sent with ``push_failed``, instead of dying silently with
-    the thread. Only the outbox survives an exit during an outage; this makes the loss seen.
+    ``route`` is the transaction's part of the client's one routing decision: now (no
+    transaction, ``ENQUEUE = "immediate"``, ``on_commit=False``), at the commit, or into the
+    outbox. Whatever waits is written by the engine's writer in the end, so the push gates
+    and the outage buffer apply to it as to any push.
+
+    After the commit, a push that cannot reach Redis is retried with back-off in the
+    background (``retries``, a ``core.backlog.Backlog``: ``PUSH_RETRIES`` attempts, in
+    order, none in a forked child). At interpreter exit the back-off is cut short: what still
+    waits gets one more attempt, for at most ``EXIT_FLUSH_SECONDS``, and whatever still is
+    not in Redis is logged at ERROR (jid, class, queue, payload) and sent with
+    ``push_failed``, instead of dying silently with the thread. Only the outbox survives an
+    exit during an outage; this makes the loss seen.
     """
 
-    def __init__(self, wurk: Wurk, inner: Pusher) -> None:
+    def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
-        self.inner = inner
-        self._pending: deque[Pending] = deque()
-        #: The batch the thread is pushing now (out of ``_pending``), if any.
-        self._inflight: Pending | None = None
-        #: Batches whose last attempt, made because the process is exiting, failed.
-        self._unpushed: list[Pending] = []
-        self._changed = threading.Condition()
-        self._exiting = threading.Event()
-        #: Set once the exit handler has taken over what is left; nothing is retried after.
-        self._closed = False
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._hooked = False
-
-    def submit(
-        self,
-        payloads: list[Payload],
-        at: float | None,
-        error: BaseException,
-        delivery: Delivery = NO_DELIVERY,
-        group: WriteGroup | None = None,
-    ) -> None:
-        item = Pending(payloads, at, error, delivery, group)
-        with self._changed:
-            if not self._closed:
-                self._ensure_thread()
-                self._pending.append(item)
-                self._changed.notify_all()
-                return
-        self._report_lost([item])  # committed during the exit itself: nobody is left to retry
-
-    def _ensure_thread(self) -> None:
-        """Called with the lock held."""
-        if not self._hooked:
-            self._hooked = True
-            atexit.register(self.flush_at_exit)
-            # A forked child (a multi-process web server) starts with nothing to retry:
-            # its parent keeps retrying its own pushes, which must not be pushed twice.
-            os.register_at_fork(after_in_child=self._forked)
-        if self._thread is None or not self._thread.is_alive() or self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="wurk-push-retrier", daemon=True)
-            self._thread.start()
-
-    def _forked(self) -> None:
-        self._pending = deque()
-        self._inflight = None
-        self._unpushed = []
-        self._changed = threading.Condition()  # a lock held by a thread at the fork stays held
-        self._exiting = threading.Event()
-        self._thread = None
-
-    def _run(self) -> None:
-        while True:
-            with self._changed:
-                while not self._pending:
-                    if self._closed:
-                        return
-                    self._changed.wait()
-                if self._closed:
-                    return
-                item = self._inflight = self._pending.popleft()
-            pushed = self._retry(item)
-            with self._changed:
-                self._inflight = None
-                if self._closed:
-                    if pushed:
-                        logger.warning(
-                            "pushed %d job(s) after they were reported lost at exit", len(item.payloads)
-                        )
-                    return
-                # Decided under the lock the exit handler sets `_exiting` with, so a batch is
-                # either given up here or left to that handler, never neither.
-                give_up = not pushed and not self._exiting.is_set()
-                if not pushed and not give_up:
-                    self._unpushed.append(item)
-                self._changed.notify_all()
-            if give_up:
-                self._give_up(item)
-
-    def _retry(self, item: Pending) -> bool:
-        """Push ``item`` with back-off; at exit, with one last attempt and no more waiting."""
-        attempts = app_settings().push_retries
-        for attempt in range(1, attempts + 1):
-            if self._exiting.wait(min(0.5 * 2 ** (attempt - 1), 30.0)):
-                return self._attempt(item, "at exit")
-            if self._attempt(item, f"on retry {attempt}"):
-                return True
-        return False
-
-    def _attempt(self, item: Pending, when: str) -> bool:
-        try:
-            with written_together(item.group):
-                self.inner.push(item.payloads, item.at, item.delivery)
-        except Exception as exc:
-            # Anything, not only Redis errors: an exception escaping would kill the thread and
-            # strand every batch behind this one, unreported until the next failed commit.
-            item.error = exc
-            return False
-        logger.warning("pushed %d job(s) %s after the commit", len(item.payloads), when)
-        return True
-
-    def _give_up(self, item: Pending) -> None:
-        jids = _jids(item)
-        logger.error(
-            "gave up pushing %d committed job(s) after %d attempts (%s); jids: %s; payloads: %r",
-            len(item.payloads),
-            app_settings().push_retries,
-            item.error,
-            jids,
-            item.payloads,
+        self.retries: Backlog[Pending] = Backlog(
+            "push-retrier",
+            self._push,
+            self._lost,
+            attempts=lambda: app_settings().push_retries,
+            exit_within=lambda: EXIT_FLUSH_SECONDS,
+            on_written=self._pushed,
         )
-        self._signal(item)
 
-    def flush_at_exit(self) -> None:
-        """Give what is still waiting one last chance, then report the rest (``atexit``)."""
-        deadline = time.monotonic() + EXIT_FLUSH_SECONDS
-        with self._changed:
-            if self._pid != os.getpid() or self._closed:
-                return
-            self._exiting.set()  # wakes the thread out of its back-off
-            self._changed.notify_all()
-            thread_alive = self._thread is not None and self._thread.is_alive()
-            while thread_alive and (self._pending or self._inflight is not None):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                self._changed.wait(left)
-            lost = self._unpushed + ([self._inflight] if self._inflight else []) + list(self._pending)
-            under_way = self._inflight
-            self._unpushed, self._pending = [], deque()
-            self._closed = True
-            self._changed.notify_all()
-        self._report_lost(lost, under_way)
-
-    def _report_lost(self, items: list[Pending], under_way: Pending | None = None) -> None:
-        for item in items:
-            jobs = "; ".join(
-                f"jid {p.get('jid')} class {p.get('class')} queue {p.get('queue')}" for p in item.payloads
-            )
-            # A push still under way may yet reach Redis: whoever re-pushes by hand should
-            # look for its jid first.
-            fate = (
-                "may not have reached Redis (a push was still under way when the wait ran out)"
-                if item is under_way
-                else "never reached Redis and are lost"
-            )
-            logger.error(
-                "%d committed job(s) %s: the process is exiting (%s); %s%s; payloads: %r",
-                len(item.payloads),
-                fate,
-                item.error,
-                jobs,
-                "" if item.at is None else f" (scheduled at {item.at!r})",
-                item.payloads,
-            )
-            self._signal(item)
-
-    def _signal(self, item: Pending) -> None:
-        try:
-            push_failed.send(sender=Wurk, payloads=item.payloads, at=item.at, error=item.error)
-        except Exception:
-            # A failing receiver must neither kill the retrier nor hide the next batch.
-            logger.exception("a push_failed receiver failed")
-
-
-def _jids(item: Pending) -> str:
-    return ", ".join(str(p.get("jid")) for p in item.payloads)
-
-
-class TransactionAwarePusher:
-    """Wraps the Redis pusher so that pushes made in a transaction wait for its commit."""
-
-    def __init__(self, wurk: Wurk, inner: Pusher) -> None:
-        self.wurk = wurk
-        self.inner = inner
-        self.retrier = PushRetrier(wurk, inner)
-
-    def push(
-        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> Refused:
-        """Push now (telling the caller which jobs a gate refused), or later: at the commit,
-        or through the outbox, where a refusal comes too late to change what was returned."""
+    def route(self, delivery: Delivery) -> Route | None:
+        """``None``: push now. Else the route that keeps the push: at the commit, or the outbox."""
         app = app_settings()
-        wanted = delivery.get("on_commit")
+        wanted = delivery.get("on_commit") if delivery else None
         # An explicit on_commit=True (Celery's delay_on_commit) defers even under ENQUEUE="immediate".
         if (app.enqueue == "immediate" and wanted is not True) or wanted is False:
-            return self.inner.push(payloads, at, delivery)
+            return None
         using = delivery.get("using")
         alias = (using if connections[using].in_atomic_block else None) if using else None
         if alias is None and not using:
             alias = active_alias(app.database)
         if app.enqueue == "outbox":
-            from django_wurk import outbox
-
             if self.wurk.shard != DEFAULT_SHARD:
                 # An outbox row names no shard, and the relay pushes to its own.
                 raise ImproperlyConfigured(
                     f"WURK['ENQUEUE'] = 'outbox' relays to the 'default' shard only; this push goes to "
                     f"shard {self.wurk.shard!r} (push with on_commit=False, or use ENQUEUE='on_commit')"
                 )
-            return outbox.write(self.wurk, list(payloads), at, using or alias or app.database)
+            return functools.partial(self._to_outbox, using or alias or app.database)
         if alias is None:
-            return self.inner.push(payloads, at, delivery)
+            return None
+        return functools.partial(self._at_commit, alias)
+
+    def _to_outbox(
+        self, alias: str, payloads: Sequence[Payload], at: float | None, delivery: Delivery
+    ) -> Refused:
+        """A row per job in the transaction; the rows carry the jobs to the writer after the
+        commit (or at once outside one, telling which jobs a gate refused)."""
+        from django_wurk import outbox
+
+        return outbox.write(self.wurk, list(payloads), at, alias)
+
+    def _at_commit(
+        self, alias: str, payloads: Sequence[Payload], at: float | None, delivery: Delivery
+    ) -> Refused:
+        """Push at the commit of ``alias``'s transaction; nothing if it rolls back. A refusal
+        comes too late to change what was returned, so nothing is."""
         at_commit(functools.partial(self._after_commit, list(payloads), at, delivery), alias)
         return None
 
-    def defer_until_commit(self, action: Callable[[], None]) -> bool:
+    def defer(self, action: Callable[[], None]) -> bool:
         """Run ``action`` (a write that is not a plain push: a batch) when the open transaction
         commits, by the same rule as pushes; False when it should run now instead.
 
@@ -326,28 +161,67 @@ class TransactionAwarePusher:
 
     def _after_commit(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
         try:
-            self.inner.push(payloads, at, delivery)
+            self.wurk.writer.push(payloads, at, delivery)
         except (RedisError, OSError) as exc:
             logger.warning(
                 "could not push %d job(s) after the commit (%s); retrying in the background",
                 len(payloads),
                 exc,
             )
-            self.retrier.submit(payloads, at, exc, delivery, write_group())
+            self.retries.submit(Pending(payloads, at, delivery, write_group()), exc)
+
+    def _push(self, item: Pending) -> None:
+        with written_together(item.group):
+            self.wurk.writer.push(item.payloads, item.at, item.delivery)
+
+    def _pushed(self, item: Pending, attempt: int) -> None:
+        logger.warning("pushed %d job(s) on retry %d after the commit", len(item.payloads), attempt)
+
+    def _lost(self, item: Pending, error: BaseException, fate: Fate) -> None:
+        if fate in ("exhausted", "failed"):
+            logger.error(
+                "gave up pushing %d committed job(s) %s (%s); jids: %s; payloads: %r",
+                len(item.payloads),
+                f"after {app_settings().push_retries} attempts"
+                if fate == "exhausted"
+                else "at once: the error is not an outage, so a retry would fail the same way",
+                error,
+                ", ".join(str(p.get("jid")) for p in item.payloads),
+                item.payloads,
+            )
+        else:
+            jobs = "; ".join(
+                f"jid {p.get('jid')} class {p.get('class')} queue {p.get('queue')}" for p in item.payloads
+            )
+            # A push still under way may yet reach Redis: whoever re-pushes by hand should
+            # look for its jid first.
+            fate_text = (
+                "may not have reached Redis (a push was still under way when the wait ran out)"
+                if fate == "under_way"
+                else "never reached Redis and are lost"
+            )
+            logger.error(
+                "%d committed job(s) %s: the process is exiting (%s); %s%s; payloads: %r",
+                len(item.payloads),
+                fate_text,
+                error,
+                jobs,
+                "" if item.at is None else f" (scheduled at {item.at!r})",
+                item.payloads,
+            )
+        try:
+            push_failed.send(sender=Wurk, payloads=item.payloads, at=item.at, error=error)
+        except Exception:
+            # A failing receiver must neither stop the retries nor hide the next push's report.
+            logger.exception("a push_failed receiver failed")
 
 
 def install(wurk: Wurk) -> None:
-    """Make ``wurk``'s pushes transaction-aware (idempotent).
+    """Make ``wurk``'s pushes follow transactions (idempotent).
 
-    A batch written after its commit is retried like a plain push: ``PUSH_RETRIES`` times.
+    A batch written after its commit is retried like a plain push: ``PUSH_RETRIES`` times
+    (at least once).
     """
-    if not isinstance(wurk.pusher, TransactionAwarePusher):
-        wurk.pusher = TransactionAwarePusher(wurk, wurk.pusher)
-    batch_retrier.attempts = lambda: app_settings().push_retries
-
-
-def unwrap(pusher: Any) -> Any:
-    """The pusher that writes to Redis, under any wrappers (transactions, outage buffer)."""
-    while hasattr(pusher, "inner"):
-        pusher = pusher.inner
-    return pusher
+    if not isinstance(wurk.deferral, Transactions):
+        wurk.deferral = Transactions(wurk)
+    batch_retrier.attempts = lambda: max(app_settings().push_retries, 1)

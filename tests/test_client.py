@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 
 from django_wurk import Config, Wurk
-from django_wurk.core.client import BufferedPusher, RedisPusher
+from django_wurk.core.backlog import Backlog
 from django_wurk.core.wire import TimestampStyle
+from django_wurk.core.writer import Kept, Writer
 from tests.conftest import queue_entries, wait_for
 from tests.jobsapp import jobs
 
@@ -104,19 +105,28 @@ def test_a_thread_that_finds_the_pool_empty_waits_for_a_connection(wurk: Wurk, t
         observer.close()
 
 
-class PausingPusher(BufferedPusher):
-    """Holds each drain thread just after it found the buffer empty and let go of the lock.
+class PausingBacklog(Backlog[Kept]):
+    """The writer's outage buffer, holding each thread just after it found the buffer empty
+    and let go of the lock.
 
     That moment is the gap: the thread has decided to stop but is still alive.
     """
 
-    def __init__(self, wurk: Wurk) -> None:
-        super().__init__(wurk, RedisPusher(wurk))
+    def __init__(self, writer: Writer) -> None:
+        super().__init__(
+            "client-buffer",
+            writer._replay,
+            writer._lost,
+            limit=lambda: writer.wurk.config.client_buffer,
+            size=lambda kept: len(kept.payloads),
+            first_delay=0.1,
+            max_delay=5.0,
+        )
         self.emptied = threading.Event()
         self.leave = threading.Event()
 
-    def _drain(self) -> None:
-        super()._drain()
+    def _run(self) -> None:
+        super()._run()
         self.emptied.set()
         self.leave.wait(30)
 
@@ -126,19 +136,20 @@ def test_a_push_buffered_while_the_drain_thread_is_leaving_is_still_sent(r: Any,
     up = test_config.replace(client_buffer=10)
     engine = Wurk()  # its own engine, so Redis can be made unreachable for it alone
     engine.configure(down)
-    pusher = PausingPusher(engine)
+    pusher = engine.writer
+    buffer = pusher.outage = PausingBacklog(pusher)
     try:
         pusher.push([{"class": "Gap", "queue": "gap", "args": [1], "jid": "1" * 24}], None)
         assert pusher.buffered == 1  # Redis is unreachable: kept, and a drain thread started
         engine.configure(up)
-        assert pusher.emptied.wait(30)  # sent; its drain thread is on its way out
+        assert buffer.emptied.wait(30)  # sent; its drain thread is on its way out
         engine.configure(down)
         pusher.push([{"class": "Gap", "queue": "gap", "args": [2], "jid": "2" * 24}], None)
         assert pusher.buffered == 1
         engine.configure(up)
-        pusher.leave.set()
+        buffer.leave.set()
         wait_for(lambda: r.llen("queue:gap") == 2)
         assert [json.loads(x)["args"] for x in r.lrange("queue:gap", 0, -1)] == [[2], [1]]
     finally:
-        pusher.leave.set()
+        buffer.leave.set()
         engine.reset()

@@ -15,9 +15,8 @@ import pytest
 
 from django_wurk import Config, TimestampStyle, Wurk, testing
 from django_wurk import wurk as global_wurk
-from django_wurk.core.client import RedisPusher
 from django_wurk.testing import FakeQueues, InlinePusher
-from django_wurk.transaction import unwrap
+from django_wurk.transaction import Transactions
 from tests.jobsapp import testing_jobs
 from tests.jobsapp.testing_jobs import SeesPayload, calls, chain, collect, explode, other
 
@@ -81,8 +80,10 @@ def test_context_managers_restore_the_pusher_even_after_an_error() -> None:
         assert isinstance(global_wurk.pusher, InlinePusher)
         raise KeyError("boom")
     assert global_wurk.pusher is before
-    # The Django app wraps the Redis pusher so pushes follow transactions.
-    assert isinstance(unwrap(before), RedisPusher)
+    # Outside the testing modes the writer takes the pushes, and the Django app's rule
+    # decides which of them wait for a transaction's commit.
+    assert before is global_wurk.writer and before.writes_to_redis
+    assert isinstance(global_wurk.deferral, Transactions)
 
 
 # Fake mode: recording ------------------------------------------------------------------

@@ -26,7 +26,6 @@ import pytest
 from django_wurk import Batch, BatchStatus, Config, Job, Wurk, job
 from django_wurk.api import DeadSet, RetrySet, ScheduledSet, unique_lock_owner
 from django_wurk.core import wire
-from django_wurk.core.client import BufferedPusher
 from django_wurk.core.features.unique import UniqueSettings, digest
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -352,10 +351,7 @@ def test_a_push_buffered_during_an_outage_takes_its_lock_when_replayed(
 
 
 def _buffered(wurk: Wurk) -> int:
-    pusher: Any = wurk.pusher
-    while not isinstance(pusher, BufferedPusher):
-        pusher = pusher.inner
-    return pusher.buffered
+    return wurk.writer.buffered
 
 
 # Many pushers ----------------------------------------------------------------------------------

@@ -48,7 +48,7 @@ from redis.exceptions import RedisError
 
 from django_wurk.celery.canvas import UnsupportedWorkflow, from_celery_chain
 from django_wurk.core import keys, wire
-from django_wurk.core.client import NO_DELIVERY, Delivery, capture, push_once
+from django_wurk.core.client import NO_DELIVERY, Delivery, capture
 from django_wurk.core.config import redact_url
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Wurk
@@ -354,7 +354,7 @@ def _moment(task: str, task_id: str, source: Mapping[str, Any], name: str) -> st
 
 
 class OncePusher:
-    """Receives the pushes of one message's ``apply_async`` and makes each a ``push_once``.
+    """Receives the pushes of one message's ``apply_async`` and makes each the writer's ``write_once``.
 
     Installed with ``client.capture`` for the call, it replaces the app's pusher: no
     transaction, outbox or outage buffer stands between the push and Redis, so when
@@ -370,7 +370,7 @@ class OncePusher:
     def push(self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY) -> None:
         for index, payload in enumerate(payloads):
             marker = keys.celery_drain_marker(self.delivery if not index else f"{self.delivery}:{index}")
-            if push_once(self.wurk, marker, payload, at, keys.CELERY_DRAIN_MARKER_TTL):
+            if self.wurk.writer.write_once(marker, payload, at, keys.CELERY_DRAIN_MARKER_TTL):
                 self.pushed += 1
             else:
                 self.already += 1

@@ -1,35 +1,37 @@
-"""The client: turn payloads into Redis entries.
+"""The client: turn payloads into jobs, and decide where each push goes.
 
-A push runs the client middleware chain, then hands the surviving payloads to the
-engine's pusher. The default pusher writes Sidekiq's exact commands (``SADD queues`` +
-``LPUSH queue:<q>`` in one pipeline, or ``ZADD schedule``); testing modes swap the pusher
-for one that records or runs jobs instead, so the rest of the client is identical in
-tests and in production.
+A push runs the client middleware chain, then makes one routing decision (``Client.route``)
+and hands the surviving payloads to what it chose:
+
+* an open batch ``jobs()`` block (or the Celery drain) that captures this context's pushes;
+* a testing mode's pusher (``testing.fake()``/``inline()``), which took the writer's place;
+* the host's transaction (``Deferral``: the Django app defers a push to the commit, or
+  writes it to the outbox), whose later write goes through the writer too;
+* the writer (``core/writer.py``), now.
+
+So every job that reaches Redis is written by the one writer, which runs the push gates and
+the outage buffer, and the rest of the client is identical in tests and in production.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import threading
-import time
-from collections import deque
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from redis import Redis
 from redis import exceptions as redis_exceptions
 
-from django_wurk.core import keys, wire
-from django_wurk.core.config import Config, redact_url
+from django_wurk.core import wire
+from django_wurk.core.config import Config
 from django_wurk.core.connection import ThreadLines
 from django_wurk.core.middleware import Chain
 from django_wurk.core.scripts import Scripts, promote_each
 from django_wurk.core.wire import Payload
 
-logger = logging.getLogger("django_wurk.client")
+if TYPE_CHECKING:
+    from django_wurk.core.writer import PushGate, Writer
 
 
 #: Options a caller gives for one push that say how to deliver it, not what the job is:
@@ -69,37 +71,40 @@ Refused = Collection[str] | None
 
 
 class Pusher(Protocol):
+    """Takes the jobs of a push: the writer, a testing mode, a batch block, the Celery drain."""
+
     def push(
         self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
     ) -> Refused: ...
 
 
-class PushGate(Protocol):
-    """Decides, at the moment new jobs are written to Redis, which of them may be.
+#: Where one push goes: a pusher's ``push``, or a route the ``Deferral`` chose.
+Route = Callable[[Sequence[Payload], float | None, Delivery], Refused]
 
-    Not client middleware: middleware runs when ``perform_async`` is called, which inside a
-    transaction is long before the commit writes the job. A gate runs at the write itself
-    (at once, after the commit, from the outage buffer or the outbox), so a decision that
-    takes something in Redis (unique jobs' lock) is taken only for a job that is really
-    written. It returns the payloads that may go, in order (it may add keys to them);
-    the others are dropped. Promotions from the schedule and retry sets are not new jobs
-    and pass no gate.
+
+class Deferral(Protocol):
+    """What the host application (the Django app) decides about pushes made in its
+    transactions: the engine knows nothing of databases, so it asks.
+
+    ``route`` answers for one push: ``None`` to write it now, or the route that keeps it
+    for later (at the commit, in the outbox); that route writes through the writer in the
+    end. ``defer`` is the same rule for a write that is not a push (a batch's flush): True
+    when it was taken to run at the commit, False when it should run now.
     """
 
-    def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]: ...
+    def route(self, delivery: Delivery) -> Route | None: ...
+
+    def defer(self, action: Callable[[], None]) -> bool: ...
 
 
-def admit(
-    gates: Sequence[PushGate], payloads: Sequence[Payload], at: float | None
-) -> tuple[list[Payload], list[str]]:
-    """Run ``payloads`` through every gate: (those that may be written, the jids refused)."""
-    admitted = list(payloads)
-    for gate in gates:
-        admitted = gate(admitted, at)
-    if len(admitted) == len(payloads):
-        return admitted, []
-    kept = {id(p) for p in admitted}
-    return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
+def writes_to_redis(wurk: Engine) -> bool:
+    """False under the testing modes (``fake()``/``inline()``), which keep no Redis state.
+
+    Features that count something in Redis beside the push (batches, expired jobs) ask
+    this first. The engine's pusher says what it is (``writes_to_redis``); one that does not
+    say (a test's own recorder) is taken to keep no Redis state.
+    """
+    return getattr(wurk.pusher, "writes_to_redis", False) is True
 
 
 class WriteGroup:
@@ -145,11 +150,6 @@ _capture: ContextVar[Pusher | None] = ContextVar("django_wurk_capture", default=
 via_context: ContextVar[str | None] = ContextVar("django_wurk_shard", default=None)
 
 
-def via_shard() -> str | None:
-    """The shard a ``via()`` block chose for this context, if one did."""
-    return via_context.get()
-
-
 #: What collects the pushes made in this context, if anything does: the ContextVar's own
 #: ``get``, called on every push by the batch middleware, so no Python frame of ours.
 capturing: Callable[[], Pusher | None] = _capture.get
@@ -193,6 +193,12 @@ class Engine(Protocol):
 
     @property
     def pusher(self) -> Pusher: ...
+
+    @property
+    def writer(self) -> Writer: ...
+
+    @property
+    def deferral(self) -> Deferral | None: ...
 
     @property
     def push_gates(self) -> list[PushGate]: ...
@@ -241,207 +247,6 @@ class EnqueueError(redis_exceptions.ConnectionError):
 
 class ClientBufferFull(EnqueueError):
     """The outage buffer is full: this push was refused, earlier buffered ones are kept."""
-
-
-class RedisPusher:
-    """Writes payloads to Redis the way Sidekiq's client does."""
-
-    def __init__(self, wurk: Engine) -> None:
-        self.wurk = wurk
-
-    def _write(self, payloads: Sequence[Payload], at: float | None) -> Refused:
-        refused: list[str] = []
-        gates = self.wurk.push_gates
-        if gates and payloads:
-            payloads, refused = admit(gates, payloads, at)
-        if not payloads:
-            return refused
-        config = self.wurk.config
-        style = config.timestamps
-        commands: list[tuple[Any, ...]] = []
-        if at is None:
-            # One enqueued_at for the whole group, as Sidekiq stamps a bulk push.
-            stamp = wire.now_stamp(style)
-            by_queue: dict[str, list[Payload]] = {}
-            for payload in payloads:
-                payload["enqueued_at"] = stamp
-                by_queue.setdefault(payload["queue"], []).append(payload)
-            for queue, group in by_queue.items():
-                commands.append(("SADD", keys.QUEUES, queue))
-                if len(group) == 1:  # a single push: nothing shared to encode once
-                    commands.append(("LPUSH", keys.queue(queue), wire.dumps(group[0])))
-                else:
-                    commands.append(("LPUSH", keys.queue(queue), *wire.dumps_alike(group)))
-        else:
-            score = repr(at)
-            members: list[Any] = []
-            for payload in payloads:
-                payload.pop("enqueued_at", None)
-            for entry in wire.dumps_alike(payloads):
-                members += (score, entry)
-            commands.append(("ZADD", keys.SCHEDULE, *members))
-        replicas = config.push_wait_replicas
-        if not replicas:
-            self.wurk.lines.get().pipeline(commands)
-            return refused
-        # WAIT on the same connection, in the same round trip: it returns once that many
-        # replicas have every write sent before it (these pushes), or at the timeout.
-        timeout = config.push_wait_timeout
-        commands.append(("WAIT", replicas, max(1, int(timeout * 1000))))
-        confirmed = self.wurk.lines.get().pipeline(commands)[-1]
-        if not isinstance(confirmed, int) or confirmed < replicas:
-            logger.warning(
-                "pushed %d job(s), but only %s of WURK['PUSH_WAIT_REPLICAS'] = %d replicas had them "
-                "within %s s: a failover now could lose them",
-                len(payloads),
-                confirmed,
-                replicas,
-                timeout,
-            )
-        return refused
-
-    def push(
-        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> Refused:
-        # Pushes deferred to a commit (or to the outage buffer) come here outside the
-        # caller's via() block: the delivery's shard still says where they belong.
-        shard = delivery.get("shard") if delivery else None
-        if shard is None:
-            return self._write(payloads, at)
-        with self.wurk.via(shard):
-            return self._write(payloads, at)
-
-
-def writes_to_redis(wurk: Engine) -> bool:
-    """False under the testing modes (``fake()``/``inline()``), which keep no Redis state.
-
-    Features that count something in Redis beside the push (batches, expired jobs) ask
-    this first. The pusher is a chain of wrappers (transactions, the outage buffer) around
-    the one that writes to Redis; a testing mode replaces the whole chain.
-    """
-    pusher: Any = wurk.pusher
-    while pusher is not None:
-        if isinstance(pusher, RedisPusher):
-            return True
-        pusher = getattr(pusher, "inner", None)
-    return False
-
-
-def push_once(
-    wurk: Engine, marker: str, payload: Payload, at: float | None, ttl: int = keys.OUTBOX_MARKER_TTL
-) -> bool | None:
-    """Push ``payload`` unless ``marker`` shows it was pushed before; True if this call pushed.
-
-    The outbox relay's step (and the Celery drain's): atomic with the marker, kept ``ttl``
-    seconds, so retries after a crash never duplicate a job. ``enqueued_at`` is stamped now
-    (or dropped for a scheduled push). ``None``: a push gate refused the job (a unique
-    job's duplicate), so nothing was pushed.
-    """
-    payload = dict(payload)
-    if wurk.push_gates:
-        admitted, _ = admit(wurk.push_gates, [payload], at)
-        if not admitted:
-            return None
-    if at is None:
-        payload["enqueued_at"] = wire.now_stamp(wurk.config.timestamps)
-    else:
-        payload.pop("enqueued_at", None)
-    queue = str(payload.get("queue") or "default")
-    jid = str(payload.get("jid") or "")
-    return wurk.scripts.push_once(marker, ttl, queue, wire.dumps(payload), at, jid)
-
-
-class BufferedPusher:
-    """Says clearly when Redis is down, or, with ``CLIENT_BUFFER`` > 0, keeps the pushes.
-
-    Buffered payloads are replayed in order by a background thread once Redis answers;
-    while anything is buffered, new pushes join the end of the buffer so order holds. The
-    buffer is bounded: past ``CLIENT_BUFFER`` payloads a push raises ``ClientBufferFull``
-    (the caller decides), and nothing already buffered is dropped. It lives in process
-    memory: a process that exits during the outage loses what it buffered (use the outbox
-    for that), and a forked child starts with an empty buffer so nothing is pushed twice.
-    """
-
-    def __init__(self, wurk: Engine, inner: Pusher) -> None:
-        self.wurk = wurk
-        self.inner = inner
-        self._backlog: deque[tuple[list[Payload], float | None, Delivery]] = deque()
-        self._size = 0
-        self._lock = threading.Lock()
-        # Whether a drain thread owns the backlog. Set and cleared only under the lock, in
-        # the same critical section where a drain thread decides to stop: a thread that has
-        # decided is still alive for a moment, so asking it ``is_alive()`` would leave a
-        # push buffered in that moment with no thread to send it.
-        self._draining = False
-        # A forked child starts with an empty buffer (its parent keeps pushing its own).
-        os.register_at_fork(after_in_child=self._forked)
-
-    @property
-    def buffered(self) -> int:
-        return self._size
-
-    def push(
-        self, payloads: Sequence[Payload], at: float | None, delivery: Delivery = NO_DELIVERY
-    ) -> Refused:
-        if not self._size:
-            try:
-                return self.inner.push(payloads, at, delivery)
-            except (redis_exceptions.RedisError, OSError) as exc:
-                if not self.wurk.config.client_buffer:
-                    raise EnqueueError(
-                        f"could not push {len(payloads)} job(s) to Redis at "
-                        f"{redact_url(self.wurk.config.redis_url)}: {exc}"
-                    ) from exc
-                logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
-        self._buffer(list(payloads), at, delivery)
-        return None
-
-    def _buffer(self, payloads: list[Payload], at: float | None, delivery: Delivery) -> None:
-        limit = self.wurk.config.client_buffer
-        with self._lock:
-            if self._size + len(payloads) > limit:
-                raise ClientBufferFull(
-                    f"Redis at {redact_url(self.wurk.config.redis_url)} is unreachable and the outage "
-                    f"buffer is full ({self._size} of WURK['CLIENT_BUFFER'] = {limit}); this push was refused"
-                )
-            self._backlog.append((payloads, at, delivery))
-            self._size += len(payloads)
-            if not self._draining:
-                self._draining = True
-                threading.Thread(target=self._drain, name="wurk-client-buffer", daemon=True).start()
-
-    def _drain(self) -> None:
-        delay = 0.1
-        while True:
-            with self._lock:
-                if not self._backlog:
-                    self._draining = False
-                    return
-                payloads, at, delivery = self._backlog[0]
-            try:
-                self.inner.push(payloads, at, delivery)
-            except (redis_exceptions.RedisError, OSError):
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-                continue
-            except BaseException:
-                # Not an outage: the thread dies with this error, and the next push starts another.
-                with self._lock:
-                    self._draining = False
-                raise
-            delay = 0.1
-            with self._lock:
-                self._backlog.popleft()
-                self._size -= len(payloads)
-                if not self._backlog:
-                    logger.warning("Redis is reachable again; the buffered pushes were sent")
-
-    def _forked(self) -> None:
-        # Runs in the child right after fork, where another thread may have held the lock.
-        self._lock = threading.Lock()
-        self._backlog.clear()
-        self._size = 0
-        self._draining = False
 
 
 class Client:
@@ -496,15 +301,34 @@ class Client:
             prepared = self.prepare(payload, at=at, owned=owned)
             if prepared is None:
                 return None
-            refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+            refused = self.route(delivery)([prepared], at, delivery)
         else:
             with on_shard(self.wurk, delivery):
                 prepared = self.prepare(payload, at=at, owned=owned)
                 if prepared is None:
                     return None
-                refused = (_capture.get() or self.wurk.pusher).push([prepared], at, delivery)
+                refused = self.route(delivery)([prepared], at, delivery)
         jid: str = prepared["jid"]
         return None if refused and jid in refused else jid
+
+    def route(self, delivery: Delivery) -> Route:
+        """The one decision of where a push goes, made once per ``push``/``push_bulk``.
+
+        In this order: what captures this context's pushes (a batch's open ``jobs()`` block,
+        the Celery drain); a testing mode's pusher, which took the writer's place and takes
+        every push; the host's transaction (``Deferral``: at its commit, or its outbox);
+        else the writer, now. Every route that reaches Redis reaches it through the writer.
+        """
+        captured = _capture.get()
+        if captured is not None:
+            return captured.push
+        wurk = self.wurk
+        pusher = wurk.pusher
+        if pusher is wurk.writer and wurk.deferral is not None:
+            later = wurk.deferral.route(delivery)
+            if later is not None:
+                return later
+        return pusher.push
 
     def promote(self, key: str, member: bytes, payload: Payload) -> bool:
         """Move one sorted-set entry onto its queue atomically, as a normal push.
@@ -585,7 +409,7 @@ class Client:
         self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery, owned: bool
     ) -> list[str | None]:
         jids: list[str | None] = []
-        pusher = _capture.get() or self.wurk.pusher
+        push = self.route(delivery)
         prepare = self.prepare
         for start in range(0, len(payloads), batch_size):
             ready: list[Payload] = []
@@ -598,7 +422,7 @@ class Client:
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
                     ready.append(prepared)
-            refused = pusher.push(ready, at, delivery)
+            refused = push(ready, at, delivery)
             if refused:
                 jids[first:] = [None if jid in refused else jid for jid in jids[first:]]
         return jids

@@ -19,15 +19,7 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 from django_wurk.core import activejob, arguments, coroutines, wire
-from django_wurk.core.client import (
-    BufferedPusher,
-    Client,
-    Pusher,
-    PushGate,
-    RedisPusher,
-    capture,
-    via_context,
-)
+from django_wurk.core.client import Client, Deferral, Pusher, capture, via_context
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.control import JobExit, WorkerSignal
@@ -37,6 +29,7 @@ from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
+from django_wurk.core.writer import PushGate, Writer
 
 logger = logging.getLogger("django_wurk")
 
@@ -100,7 +93,7 @@ class Wurk:
         self.death_handlers: list[DeathHandler] = []
         #: Called as ``handler(payload, exc)`` when a failed job is written to the retry set.
         self.retry_handlers: list[DeathHandler] = []
-        #: Decide at the moment new jobs are written which may be (``client.PushGate``).
+        #: Decide at the moment new jobs are written which may be (``writer.PushGate``).
         self.push_gates: list[PushGate] = []
         #: The process's lifecycle: ``wurk.events.on("startup", listener)`` (``core/events.py``).
         self.events = Events()
@@ -115,7 +108,12 @@ class Wurk:
         self._shards: dict[str, ShardConnection] = {}
         self._lock = threading.RLock()
         self.client = Client(self)
-        self.pusher: Pusher = BufferedPusher(self, RedisPusher(self))
+        #: The one writer of new jobs to Redis (``core/writer.py``).
+        self.writer = Writer(self)
+        #: Where pushes go: the writer, unless a testing mode put its own pusher here.
+        self.pusher: Pusher = self.writer
+        #: The host's rule for pushes made in its transactions (the Django app installs it).
+        self.deferral: Deferral | None = None
         if features:
             self.use(*features)
 

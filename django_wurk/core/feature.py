@@ -75,7 +75,7 @@ class Plug:
     client: Any = None
     #: Server middleware: wraps every execution.
     server: Any = None
-    #: Runs where new jobs are really written, and may drop some (``client.PushGate``).
+    #: Runs where new jobs are really written, and may drop some (``writer.PushGate``).
     gate: Any = None
     #: ``handler(exc, context)`` for every failure and internal error.
     on_error: Callable[[BaseException, dict[str, Any]], None] | None = None

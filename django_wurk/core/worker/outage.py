@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from redis.exceptions import RedisError
 
+from django_wurk.core.backlog import ride_out
 from django_wurk.core.config import redact_url
 from django_wurk.core.worker.preflight import incurable
 
@@ -94,21 +94,22 @@ class Outage:
         (the log, at CRITICAL, is the last place a job's payload can be kept). Any other
         exception is not an outage and is raised at once: trying again would fail the same way.
 
+        The loop is ``core.backlog.ride_out``'s, with this outage's back-off and reports.
         Only a success after a failure here ends this thread's part in an outage: one at the
         first try proves nothing when ``action`` had nothing to send (a thread acknowledging
         no job on its way out of an outage logged "reachable again" while Redis was down).
         """
-        failed = False
-        while True:
-            try:
-                result = action()
-            except RedisError as exc:
-                failed = True
-                self.failed(exc)
-                if time.monotonic() > deadline:
-                    return on_give_up(exc)
-                time.sleep(self.backoff())
-                continue
-            if failed:
-                self.recovered()
-            return result
+
+        def give_up(exc: BaseException) -> T:
+            assert isinstance(exc, RedisError)  # the only transient error here
+            return on_give_up(exc)
+
+        return ride_out(
+            action,
+            deadline,
+            give_up,
+            transient=(RedisError,),
+            pause=lambda failures: self.backoff(),
+            failed=self.failed,
+            recovered=self.recovered,
+        )

@@ -15,15 +15,11 @@ write carries a token). ``ENQUEUE = "outbox"`` refuses batches inside a transact
 
 from __future__ import annotations
 
-import atexit
 import base64
-import collections
 import json
 import logging
 import os
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import timedelta
@@ -32,16 +28,8 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core import wire
-from django_wurk.core.client import (
-    NO_DELIVERY,
-    Delivery,
-    EnqueueError,
-    PushGate,
-    admit,
-    capture,
-    capturing,
-    writes_to_redis,
-)
+from django_wurk.core.backlog import Backlog, Fate
+from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing, writes_to_redis
 from django_wurk.core.config import QUEUE_NAME, redact_url
 from django_wurk.core.engine import wurk as default_wurk
 from django_wurk.core.features.batches import keys
@@ -309,8 +297,8 @@ class _Flush:
         if not writes_to_redis(self.wurk):
             self._hand_to_pusher()
             return
-        defer = getattr(self.wurk.pusher, "defer_until_commit", None)
-        if defer is not None and defer(self._after_commit):
+        deferral = self.wurk.deferral
+        if deferral is not None and deferral.defer(self._after_commit):
             return
         try:
             self.write()
@@ -335,7 +323,7 @@ class _Flush:
         # A write retried after a lost reply must not apply twice: the token makes it once-only.
         self.token = self.token or os.urandom(8).hex()
         if retrier.busy():  # earlier writes are still waiting for Redis: keep the order
-            retrier.submit(self, None)
+            retrier.submit(self)
             return
         try:
             self.write()
@@ -370,11 +358,10 @@ class _Flush:
 
     def _write(self) -> None:
         config = self.wurk.config
-        if self.wurk.push_gates:
-            # The block's jobs are written now, so the push gates (unique jobs) decide now.
-            for entry in self.entries:
-                entry.jobs = _admitted(self.wurk.push_gates, entry.jobs)
-        stamp = wire.now_stamp(config.timestamps)
+        # The block's jobs are written now, so the writer's push gates (unique jobs) decide
+        # now, and stamp them; the script below writes them with the batch.
+        for entry in self.entries:
+            entry.jobs = self.wurk.writer.ready(entry.jobs)
         argv: list[Any] = [self.token, len(self.entries)]
         taken: list[int] = []
         for entry in self.entries:
@@ -398,11 +385,6 @@ class _Flush:
                 callbacks = list(batch._callbacks)
             taken.append(len(callbacks))
             parent = batch.parent_bid if new else None
-            for payload, at in entry.jobs:
-                if at is None:
-                    payload["enqueued_at"] = stamp
-                else:
-                    payload.pop("enqueued_at", None)
             texts = wire.dumps_alike([payload for payload, _ in entry.jobs])
             jobs: list[Any] = []
             for (payload, at), text in zip(entry.jobs, texts, strict=True):
@@ -427,20 +409,6 @@ class _Flush:
             del entry.batch._callbacks[:n]
 
 
-def _admitted(
-    gates: list[PushGate], jobs: list[tuple[Payload, float | None]]
-) -> list[tuple[Payload, float | None]]:
-    """The jobs the gates let through, in push order (each group of one time asked once)."""
-    by_time: dict[float | None, list[Payload]] = {}
-    for payload, at in jobs:
-        by_time.setdefault(at, []).append(payload)
-    kept: set[int] = set()
-    for at, payloads in by_time.items():
-        admitted, _ = admit(gates, payloads, at)
-        kept.update(id(p) for p in admitted)
-    return [(payload, at) for payload, at in jobs if id(payload) in kept]
-
-
 def _refusal(outcome: str, bid: str) -> BatchError:
     if outcome == "missing":
         return NoSuchBatch(f"batch {bid} does not exist (never written, or expired); no jobs were pushed")
@@ -458,82 +426,26 @@ def _refusal(outcome: str, bid: str) -> BatchError:
     return BatchError(f"batch {bid}: {outcome}; no jobs were pushed")
 
 
-class _Retrier:
-    """Retries, in order, batch writes that failed after their commit (one background thread).
-
-    Its thread dies with the process; at exit, what is still waiting is tried once more
-    (for ``EXIT_WAIT`` seconds in all) and what still fails is logged at ERROR with its jobs.
-    """
-
-    #: Seconds the process may spend at exit on batch writes still waiting for Redis.
-    EXIT_WAIT = 5.0
-
-    def __init__(self) -> None:
-        #: How many times a write is tried after its commit. The Django app points this at its
-        #: ``PUSH_RETRIES`` setting (``transaction.install``), as for plain on-commit pushes.
-        self.attempts: Callable[[], int] = lambda: 8
-        self._queue: collections.deque[_Flush] = collections.deque()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        os.register_at_fork(after_in_child=self._forked)
-        atexit.register(self._at_exit)
-
-    def _at_exit(self) -> None:
-        deadline = time.monotonic() + self.EXIT_WAIT
-        while True:
-            with self._lock:
-                if not self._queue:
-                    return
-                flush = self._queue.popleft()
-            if time.monotonic() > deadline:
-                flush.lost(TimeoutError("the process exited while Redis was unreachable"))
-                continue
-            try:
-                flush.write()
-            except (RedisError, OSError, BatchError) as exc:
-                flush.lost(exc)
-
-    def busy(self) -> bool:
-        return bool(self._queue)
-
-    def submit(self, flush: _Flush, error: BaseException | None) -> None:
-        with self._lock:
-            self._queue.append(flush)
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._run, name="wurk-batch-retrier", daemon=True)
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                if not self._queue:
-                    self._thread = None
-                    return
-                flush = self._queue[0]
-            self._retry(flush)
-            with self._lock:
-                self._queue.popleft()
-
-    def _retry(self, flush: _Flush) -> None:
-        attempts = max(self.attempts(), 1)
-        error: BaseException | None = None
-        for attempt in range(1, attempts + 1):
-            time.sleep(min(0.5 * 2 ** (attempt - 1), 30.0))
-            try:
-                flush.write()
-                logger.warning("wrote batch %s on retry %d after the commit", ", ".join(flush.bids), attempt)
-                return
-            except (RedisError, OSError) as exc:
-                error = exc
-            except BatchError as exc:
-                flush.lost(exc)
-                return
-        flush.lost(error or RuntimeError("no attempt was made"))
-
-    def _forked(self) -> None:
-        self._lock = threading.Lock()
-        self._queue.clear()
-        self._thread = None
+def _rewritten(flush: _Flush, attempt: int) -> None:
+    logger.warning("wrote batch %s on retry %d after the commit", ", ".join(flush.bids), attempt)
 
 
-retrier = _Retrier()
+def _given_up(flush: _Flush, error: BaseException, fate: Fate) -> None:
+    if fate in ("exiting", "under_way") and isinstance(error, (RedisError, OSError)):
+        error = TimeoutError(f"the process exited while Redis was unreachable ({error})")
+    flush.lost(error)
+
+
+#: Batch writes that failed after their commit, retried in order by one background thread
+#: (``core/backlog.py``); a refusal (``BatchError``) is not an outage and is reported at once.
+#: At exit what still waits gets one more try, for 5 seconds in all, and the rest is
+#: logged at ERROR with its jobs. The Django app points ``attempts`` at ``PUSH_RETRIES``
+#: (``transaction.install``), as for plain on-commit pushes.
+retrier: Backlog[_Flush] = Backlog(
+    "batch-retrier",
+    lambda flush: flush.write(),
+    _given_up,
+    attempts=lambda: 8,
+    exit_within=lambda: 5.0,
+    on_written=_rewritten,
+)

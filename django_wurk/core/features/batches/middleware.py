@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
+from django_wurk.core.backlog import ride_out
 from django_wurk.core.client import capturing, writes_to_redis
 from django_wurk.core.feature import Plug
 from django_wurk.core.features.batches import keys
@@ -44,34 +45,29 @@ def _bid(payload: Any) -> str | None:
 
 
 def record(wurk: Wurk, op: str, bid: str, jid: str) -> None:
-    """Count an outcome, riding out a short Redis outage.
+    """Count an outcome, riding out a short Redis outage (``core.backlog.ride_out``).
 
     The job has finished; raising here would retry a job that succeeded. So the call is
     retried (it is idempotent) until a deadline, then given up on loudly: the batch will
-    not fire until the job runs again.
+    not fire until the job runs again. It waits in this thread rather than in a backlog:
+    the job is acknowledged only after this returns, so a worker killed meanwhile runs the
+    job again and counts it, where a count kept for later would die with the process.
     """
+
+    def give_up(exc: BaseException) -> None:
+        logger.critical("could not record %s of job %s in batch %s (%s)", op, jid, bid, exc)
+        wurk.report_error(exc, {"context": f"batch {op}", "bid": bid, "jid": jid})
+
     deadline = time.monotonic() + max(wurk.config.timeout, 5.0) * 4
-    delay = 0.1
-    while True:
-        try:
-            run(wurk, op, bid, jid)
-            return
-        except ResponseError as exc:
-            # Redis answered and refused (a key of the batch holds something else): trying again
-            # would hold the processor for nothing. The job's own outcome stands.
-            logger.warning("could not record %s of job %s in batch %s: %s", op, jid, bid, exc)
-            return
-        except (RedisError, OSError) as exc:
-            if time.monotonic() > deadline:
-                logger.critical("could not record %s of job %s in batch %s (%s)", op, jid, bid, exc)
-                wurk.report_error(exc, {"context": f"batch {op}", "bid": bid, "jid": jid})
-                return
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        except Exception:
-            # Never into the processor: it would count a finished job as failed and run it again.
-            logger.error("could not record %s of job %s in batch %s", op, jid, bid, exc_info=True)
-            return
+    try:
+        ride_out(lambda: run(wurk, op, bid, jid), deadline, give_up, permanent=(ResponseError,))
+    except ResponseError as exc:
+        # Redis answered and refused (a key of the batch holds something else): trying again
+        # would hold the processor for nothing. The job's own outcome stands.
+        logger.warning("could not record %s of job %s in batch %s: %s", op, jid, bid, exc)
+    except Exception:
+        # Never into the processor: it would count a finished job as failed and run it again.
+        logger.error("could not record %s of job %s in batch %s", op, jid, bid, exc_info=True)
 
 
 class BatchClientMiddleware:

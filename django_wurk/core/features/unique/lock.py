@@ -179,7 +179,7 @@ def held_token(payload: Payload, style: str = ENTERPRISE8) -> str | None:
 
 
 class UniqueGate:
-    """The push gate (``client.PushGate``): one script call takes the locks of a group of jobs.
+    """The push gate (``writer.PushGate``): one script call takes the locks of a group of jobs.
 
     A job whose lock another jid holds is dropped (``perform_async`` returns ``None`` when
     the push is immediate). A scheduled job's lock lasts ``unique_for`` plus the delay, so
