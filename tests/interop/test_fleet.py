@@ -183,13 +183,13 @@ def test_every_web_ui_page_with_our_processes_and_data(
     assert (stats["retries"], stats["dead"], stats["scheduled"]) == (1, 1, 1)
 
 
-@on(*NEWER)
+# Not on 8.0: its ActiveJob adapter needs ActiveJob 7.0+, and Debian 12 has 6.1 (so there is
+# no case to run there, rather than one that would always skip; docs/interop.md says so).
+@on("7.3")
 def test_activejob_both_ways_where_the_version_allows(
     peer: Peer, activejob: None, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any,
     ours: Callable[..., Launcher],
 ) -> None:  # fmt: skip
-    if peer.major >= 8:
-        pytest.skip("Sidekiq 8.0's ActiveJob adapter needs ActiveJob 7.0+; Debian 12 has 6.1")
     ours(queues=(QueueSpec("aj-python"),))
     jid = activejob_jobs.hello.perform_async("from python", {"count": 2})  # queue mailers: Ruby runs it
     wait_for(lambda: ruby_seen(r), timeout=30)
