@@ -136,22 +136,24 @@ def test_a_death_cascades_to_every_ancestor_once_and_blocks_their_success(
     for batch, level in ((top, 3), (bystander, 0)):
         for event in ("complete", "success", "death"):
             batch.on(event, Recorder, {"level": level})
+    grandchild_jids: list[str | None] = []
+    # The child joins inside top's block: after it, top's one job may already have run, and
+    # a complete batch takes no child (BatchClosed), which made this test race the worker.
     with top.jobs():
         batch_jobs.work.perform_async(1)
         with bystander.jobs():
             pass
-    child = Batch(parent=top)
-    grandchild_jids: list[str | None] = []
-    for event in ("complete", "success", "death"):
-        child.on(event, Recorder, {"level": 2})
-    with child.jobs():
-        grandchild = Batch()
+        child = Batch(parent=top)
         for event in ("complete", "success", "death"):
-            grandchild.on(event, Recorder, {"level": 1})
-        with grandchild.jobs():
-            grandchild_jids.append(batch_jobs.dies.perform_async(1))
-            batch_jobs.dies.perform_async(2)  # a second death fires nothing more
-            batch_jobs.work.perform_async(3)
+            child.on(event, Recorder, {"level": 2})
+        with child.jobs():
+            grandchild = Batch()
+            for event in ("complete", "success", "death"):
+                grandchild.on(event, Recorder, {"level": 1})
+            with grandchild.jobs():
+                grandchild_jids.append(batch_jobs.dies.perform_async(1))
+                batch_jobs.dies.perform_async(2)  # a second death fires nothing more
+                batch_jobs.work.perform_async(3)
     wait_for(
         lambda: {(c["event"], c["options"]["level"]) for c in callbacks()} >= {("complete", 3)}, timeout=20
     )
