@@ -253,8 +253,12 @@ def touches_django(item: pytest.Item) -> bool:
 
 def talks_to_redis(item: pytest.Item) -> bool:
     """The server is under test too (every test reaching Redis asks for ``redis_url``, often
-    through ``wurk`` or ``r``): pass 2 runs these on a real Redis instead of Valkey."""
-    return "redis_url" in getattr(item, "fixturenames", ())
+    through ``wurk`` or ``r``): pass 2 runs these on a real Redis instead of Valkey.
+
+    Not the dashboard's: its pages and actions reach Redis only through the data API
+    (``core/api.py``), whose own tests run here; the dashboard itself is Django under test
+    (pass 4 runs it on the newest Django, pass 1 on Valkey)."""
+    return "redis_url" in getattr(item, "fixturenames", ()) and "dashboard" not in item.path.parts
 
 
 #: ``WURK_TEST_SCOPE``: which tests a CI pass beside pass 1 runs (never the long tail).
@@ -270,8 +274,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
     ``database``: CI's PostgreSQL pass, for transaction behaviour (on-commit pushes, the
     outbox, the dashboard's audit rows); ``django``: the pass on the newest Django;
-    ``redis``: the pass on a real Redis (the engine, its Lua scripts, interop). Pass 1 runs
-    everything, the long tail included, so no test is left out of every pass.
+    ``redis``: the pass on a real Redis (the engine, its Lua scripts and data API, interop).
+    Pass 1 runs everything, the long tail included, so no test is left out of every pass.
     """
     for item in items:
         if TAIL_FOLDERS.intersection(item.path.relative_to(ROOT).parts[1:-1]):
