@@ -310,6 +310,9 @@ TAKE_ALONG_BYTES = 64 * 1024
 #: back to the head of its queue, where any idle thread of any process takes it. A free thread
 #: takes a ready job within microseconds; one still there this long waits behind running jobs.
 HAND_BACK_AFTER = 0.1
+#: Seconds the hand-back watcher lives with no thread fetching (a fetch made and never used,
+#: or a stopped worker's); a thread that fetches later starts it again.
+WATCHER_IDLE = 5.0
 #: The payload of a job the reaper recovered says so; such a job runs alone (``_isolate``).
 RECOVERED_MARK = b'"recovered":'
 
@@ -391,6 +394,9 @@ class ReliableFetch:
         self._watcher: threading.Thread | None = None
         self.paused = PausedQueues(redis)
         self.wrong_type = WrongTypeQueues()
+        # Started here, by the thread that builds the worker, not by a processor thread's
+        # first fetch: a job thread starts no thread of its own.
+        self._watch()
 
     def _thread(self) -> _Thread:
         """The calling thread's share, made on its first fetch."""
@@ -399,12 +405,19 @@ class ReliableFetch:
             mine = self._local.mine = _Thread(Line(self.redis))
             with self._lock:
                 self._threads.append(mine)
-                if self._watcher is None or not self._watcher.is_alive():
-                    self._watcher = threading.Thread(
-                        target=self._watch_ready, name="wurk-fetch-hand-back", daemon=True
-                    )
-                    self._watcher.start()
+                watching = self._watcher is not None and self._watcher.is_alive()
+            if not watching:  # ended after a while with no thread (a stopped worker's)
+                self._watch()
         return mine
+
+    def _watch(self) -> None:
+        """Start the thread that gives back jobs waiting behind running ones (``_watch_ready``)."""
+        watcher = threading.Thread(target=self._watch_ready, name="wurk-fetch-hand-back", daemon=True)
+        with self._lock:
+            if self._watcher is not None and self._watcher.is_alive():
+                return
+            self._watcher = watcher
+        watcher.start()
 
     def held(self) -> list[UnitOfWork]:
         """Every job this fetch took that is still in a private list by its doing: ready,
@@ -551,12 +564,17 @@ class ReliableFetch:
     def _watch_ready(self) -> None:
         """Give back jobs taken along that no thread started in ``hand_back_after`` seconds:
         every thread of this process is busy, and another process may have a free one."""
+        idle = 0.0
         while True:
             time.sleep(self.hand_back_after / 2)
             with self._lock:
                 if not self._threads:
-                    self._watcher = None
-                    return
+                    idle += self.hand_back_after / 2
+                    if idle >= WATCHER_IDLE:  # no thread for a while: a stopped worker's fetch
+                        self._watcher = None
+                        return
+                    continue
+                idle = 0.0
                 if not self._ready or time.monotonic() - self._ready_at < self.hand_back_after:
                     continue
                 ready = list(self._ready)
