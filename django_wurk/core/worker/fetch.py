@@ -620,16 +620,21 @@ class ReliableFetch:
             done = self._sending()
         if not done:
             return
+        self._remove(done, done)
+        with self._lock:
+            self._forget(done)
+
+    def _remove(self, done: list[UnitOfWork], pending: list[UnitOfWork]) -> None:
+        """``LREM`` each of ``done`` from its private list, in one round trip; if Redis does not
+        answer, ``pending`` (those of them taken from the pool) are pending again."""
         try:
             pipe = self.redis.pipeline(transaction=False)
             for finished in done:
                 pipe.lrem(self.private[finished.queue], -1, finished.raw)
             pipe.execute()
         except BaseException:
-            self._unsent(done)
+            self._unsent(pending)
             raise
-        with self._lock:
-            self._forget(done)
 
     def abandon(self, thread: threading.Thread, unit: UnitOfWork | None) -> None:
         """``thread`` was given up on while it ran ``unit`` (``Manager.abandon``): settle for it.
@@ -651,14 +656,7 @@ class ReliableFetch:
         if unit is not None and not any(u is unit for u in done):
             done.append(unit)
         if done:
-            try:
-                pipe = self.redis.pipeline(transaction=False)
-                for finished in done:
-                    pipe.lrem(self.private[finished.queue], -1, finished.raw)
-                pipe.execute()
-            except BaseException:
-                self._unsent(pending)
-                raise
+            self._remove(done, pending)
         with self._lock:
             self._forget(done)
             if mine is None:
