@@ -53,17 +53,41 @@ class PushGate(Protocol):
     def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]: ...
 
 
+class Collapsed(list[Payload]):
+    """A gate's answer that also names, for jobs it dropped, the job that stands for each.
+
+    A throttled push is dropped because another job holds its slot, a debounced one because
+    the gate wrote it into its burst: either way the caller is answered the jid of that job
+    (``instead``: dropped jid -> standing jid), not ``None``.
+    """
+
+    def __init__(self, payloads: list[Payload], instead: dict[str, str]) -> None:
+        super().__init__(payloads)
+        self.instead = instead
+
+
+class StandIns(dict[str, str | None]):
+    """The jids the gates refused (``Refused``), each with the jid of the job that stands
+    for it, or ``None`` when none does (a unique job's duplicate)."""
+
+
 def admit(
     gates: Sequence[PushGate], payloads: Sequence[Payload], at: float | None
-) -> tuple[list[Payload], list[str]]:
+) -> tuple[list[Payload], Refused]:
     """Run ``payloads`` through every gate: (those that may be written, the jids refused)."""
     admitted = list(payloads)
+    instead: dict[str, str] = {}
     for gate in gates:
         admitted = gate(admitted, at)
+        if isinstance(admitted, Collapsed):
+            instead.update(admitted.instead)
     if len(admitted) == len(payloads):
         return admitted, []
     kept = {id(p) for p in admitted}
-    return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
+    refused = [str(p.get("jid")) for p in payloads if id(p) not in kept]
+    if not instead:
+        return admitted, refused
+    return admitted, StandIns((jid, instead.get(jid)) for jid in refused)
 
 
 class Kept:
@@ -180,7 +204,7 @@ class Writer:
             return self._write(payloads, at)
 
     def _write(self, payloads: Sequence[Payload], at: float | None) -> Refused:
-        refused: list[str] = []
+        refused: Refused = []
         gates = self.wurk.push_gates
         if gates and payloads:
             payloads, refused = admit(gates, payloads, at)
