@@ -34,6 +34,10 @@ def idle(r: Any) -> bool:
     return not fetched and r.llen(keys.queue("default")) == 0
 
 
+def never_defined(n: int) -> None:
+    """The function the option checks try to make a job of (refused every time)."""
+
+
 # Options ----------------------------------------------------------------------------------------
 
 
@@ -44,9 +48,7 @@ def test_a_bad_deadline_is_refused_at_set_and_at_definition(value: Any) -> None:
     with pytest.raises(ValueError, match="deadline"):
         before_the_deadline.set(deadline=value)
     with pytest.raises(ValueError, match="deadline"):
-
-        @job(deadline=value)
-        def deadlined_badly() -> None: ...
+        job(deadline=value)(never_defined)
 
 
 def test_a_datetime_deadline_is_stored_as_epoch_seconds() -> None:
@@ -95,7 +97,7 @@ def test_a_job_past_its_deadline_is_not_started_and_counts_as_expired(
 ) -> None:
     caplog.set_level(logging.INFO, logger="django_wurk.expiring")
     late = wire.dumps({"class": before_the_deadline.wire_name, "args": [5], "queue": "default",
-                       "jid": "d" * 24, "retry": 5, DEADLINE: 600, DEADLINE_AT: time.time() - 30})  # fmt: skip
+                       "jid": "d" * 24, "retry": 5, "created_at": time.time(), DEADLINE: 600, DEADLINE_AT: time.time() - 30})  # fmt: skip
     r.sadd(keys.QUEUES, "default")
     r.lpush(keys.queue("default"), late)
     before_the_deadline.perform_async(6)

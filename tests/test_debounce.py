@@ -52,6 +52,10 @@ def server_time(r: Any) -> float:
     return float(seconds + micros / 1_000_000)
 
 
+def never_defined(n: int) -> None:
+    """The function the option checks try to make a job of (refused every time)."""
+
+
 # Options ----------------------------------------------------------------------------------
 
 
@@ -76,9 +80,7 @@ def server_time(r: Any) -> float:
 )
 def test_bad_options_fail_at_definition_naming_the_option(options: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-
-        @job(**options)
-        def collapsed_badly(n: int) -> None: ...
+        job(**options)(never_defined)
 
     with pytest.raises(ValueError, match=message):
         # The options as class attributes, like ``queue``.
@@ -104,11 +106,11 @@ def test_set_debounce_max_below_the_class_debounce_fails() -> None:
 
 def test_a_burst_collapses_into_one_entry_under_the_first_jid(wurk: Wurk, r: Any) -> None:
     before = server_time(r)
-    jids = [waits_an_hour.perform_async(7, f"push {i}") for i in range(5)]
+    jids = [waits_an_hour.perform_async(7, "same") for _ in range(5)]
     after = server_time(r)
     assert len(set(jids)) == 1 and jids[0] is not None  # every push answers the burst's jid
     [(entry, score)] = scheduled(r)
-    assert entry["jid"] == jids[0] and entry["args"] == [7, "push 4"]
+    assert entry["jid"] == jids[0] and entry["args"] == [7, "same"]
     assert entry["class"] == waits_an_hour.wire_name and "enqueued_at" not in entry
     assert entry[TOKEN] == digest(entry)
     # ``wait`` after the last push, on the server's clock.
