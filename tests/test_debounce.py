@@ -23,6 +23,7 @@ import pytest
 from django.db import transaction
 
 from django_wurk import Job, Wurk, job
+from django_wurk.api import JobStatus
 from django_wurk.core.features.collapse import TOKEN, debounce_key, digest, throttle_prefix
 from django_wurk.core.worker import Launcher
 from tests.conftest import wait_for
@@ -365,3 +366,24 @@ def test_a_throttled_push_in_a_transaction_takes_no_slot_until_the_commit(wurk: 
         inside = pong.perform_async("committed")
     assert [p["jid"] for p in queued(r)] == [inside]
     assert pong.perform_async("after") == inside
+
+
+def test_a_tracked_burst_has_no_enqueued_state_and_succeeds_under_its_jid(
+    wurk: Wurk, r: Any, workers: Launcher
+) -> None:
+    tracked = rebuild_search.set(track=True)
+    jids = {tracked.perform_async(note) for note in ("first", "last")}
+    assert len(jids) == 1
+    (jid,) = jids
+    assert JobStatus.get(jid) is None  # written by the collapse, not the writer: not "enqueued"
+    wait_for(lambda: (status := JobStatus.get(jid)) is not None and status.state == "succeeded", timeout=30)
+    assert runs("rebuild_search") == ["last"]
+
+
+def test_a_throttled_duplicate_is_never_enqueued_in_job_status(wurk: Wurk, r: Any) -> None:
+    tracked = pong.set(track=True)
+    first, second = tracked.perform_async("a"), tracked.perform_async("b")
+    assert first == second
+    status = JobStatus.get(first)
+    assert status is not None and status.state == "enqueued"
+    assert len(list(r.scan_iter(match="status:*"))) == 1
