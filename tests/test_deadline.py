@@ -140,3 +140,39 @@ def test_a_class_attribute_deadline_is_stamped(wurk: Wurk, r: Any) -> None:
     Deadlined.perform_async()
     [payload] = stored(r)
     assert payload[DEADLINE] == 120 and payload[DEADLINE_AT] > time.time() + 100
+
+
+# Another producer's values ------------------------------------------------------------------------
+
+UNREADABLE = [("text", "abc"), ("numeric text", "1700000000"), ("true", True), ("list", [1]),
+              ("object", {"t": 1}), ("negative", -5), ("zero", 0), ("400 digits", 10**400),
+              ("-400 digits", -(10**400)), ("nan text", "NaN")]  # fmt: skip
+
+
+def test_an_unreadable_deadline_at_runs_the_job_once_with_a_warning(
+    workers: Launcher, r: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="django_wurk.expiring")
+    r.sadd(keys.QUEUES, "default")
+    for i, (_, value) in enumerate(UNREADABLE):
+        r.lpush(keys.queue("default"), wire.dumps({"class": before_the_deadline.wire_name, "args": [100 + i],
+                "queue": "default", "jid": f"{i:024x}", "created_at": time.time(), DEADLINE_AT: value}))  # fmt: skip
+    wait_for(lambda: sorted(runs("before_the_deadline")) == [100 + i for i in range(len(UNREADABLE))])
+    wait_for(lambda: idle(r))
+    assert r.get(keys.STAT_EXPIRED) is None and r.zcard(keys.DEAD) == 0 and r.zcard(keys.RETRY) == 0
+    warned = [rec.getMessage() for rec in caplog.records if rec.name == "django_wurk.expiring"]
+    assert len(warned) == len(UNREADABLE) and all("deadline_at" in w for w in warned)
+    assert all(len(w) < 300 for w in warned)
+
+
+@pytest.mark.parametrize("value", ["abc", -1, 0, True, [], {"s": 1}, 10**400], ids=repr)
+def test_a_pushed_payload_with_an_unusable_deadline_gets_none(
+    wurk: Wurk, r: Any, value: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another producer's payload (an outbox row, a promotion): pushed, without a deadline."""
+    caplog.set_level(logging.WARNING, logger="django_wurk.expiring")
+    jid = wurk.client.push({"class": before_the_deadline.wire_name, "args": [1], "queue": "default",
+                            DEADLINE: value})  # fmt: skip
+    [payload] = stored(r)
+    assert payload["jid"] == jid and DEADLINE_AT not in payload
+    assert any("it has no deadline" in rec.getMessage() for rec in caplog.records)

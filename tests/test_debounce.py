@@ -387,3 +387,30 @@ def test_a_throttled_duplicate_is_never_enqueued_in_job_status(wurk: Wurk, r: An
     status = JobStatus.get(first)
     assert status is not None and status.state == "enqueued"
     assert len(list(r.scan_iter(match="status:*"))) == 1
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"debounce": "5"},
+        {"debounce": -1},
+        {"debounce": 5, "debounce_max": "x"},
+        {"throttle": 0},
+        {"throttle": [1]},
+        {"debounce": 5, "throttle": 5},
+        {"debounce": 5, "jid": 'a"b'},
+        {"throttle": 5, "jid": "x" * 65},
+        {"debounce": 10**400},
+    ],
+    ids=repr,
+)
+def test_another_producer_s_unusable_options_push_a_plain_job(
+    wurk: Wurk, r: Any, changes: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """An outbox row or a hand-made push the checks never saw: written as a plain job, with
+    a warning, never dropped."""
+    payload = {"class": keyed_an_hour.wire_name, "args": ["x"], "queue": "default", **changes}
+    jid = wurk.client.push(payload)
+    assert [p["jid"] for p in queued(r)] == [jid] and r.zcard("schedule") == 0
+    assert any("pushed as a plain job" in rec.getMessage() for rec in caplog.records)
+    assert not list(r.scan_iter(match="debounce:*")) and not list(r.scan_iter(match="throttle:*"))
