@@ -105,3 +105,35 @@ def test_bad_times_are_refused_before_anything_is_pushed(
 def test_without_times_the_jobs_go_to_their_queue(wurk: Wurk, r: Any) -> None:
     jids = mail.perform_bulk([[1], [2]])
     assert [json.loads(x)["jid"] for x in reversed(r.lrange(keys.queue("default"), 0, -1))] == jids
+
+
+def test_a_slice_of_spread_jobs_is_written_in_one_round_trip(
+    wurk: Wurk, r: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Sidekiq's one ZADD per slice: 250 jobs of 250 times, batch_size 100, three writes."""
+    line = wurk.lines.get()
+    writes: list[int] = []
+    send = line.pipeline
+
+    def counted(commands: list[tuple[Any, ...]]) -> list[Any]:
+        writes.append(sum(len(c) - 2 for c in commands if c[0] == "ZADD") // 2)
+        return send(commands)
+
+    monkeypatch.setattr(line, "pipeline", counted)
+    jids = mail.perform_bulk([[i] for i in range(250)], batch_size=100, spread_interval=600)
+    assert writes == [100, 100, 50]
+    assert r.zcard(keys.SCHEDULE) == 250 and len(set(jids)) == 250
+
+
+@pytest.mark.django_db(transaction=True)
+def test_spread_jobs_pushed_in_a_transaction_are_written_at_its_commit(wurk: Wurk, r: Any) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        jids = mail.perform_bulk([[i] for i in range(20)], spread_interval=60)
+        assert r.zcard(keys.SCHEDULE) == 0
+    assert set(scheduled(r)) == set(jids) and len(jids) == 20
+    with pytest.raises(RuntimeError), transaction.atomic():
+        mail.perform_bulk([[i] for i in range(20)], spread_interval=60)
+        raise RuntimeError("roll back")
+    assert r.zcard(keys.SCHEDULE) == 20

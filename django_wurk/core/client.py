@@ -402,9 +402,9 @@ class Client:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order.
 
         ``at``: one time for every job, or one per job (``None``: now), as Sidekiq 8's
-        ``push_bulk`` takes it. Jobs of one slice sharing a time are written together; a
-        slice of different times (``perform_bulk(spread_interval=...)``) is written one
-        time at a time, each through the same route.
+        ``push_bulk`` takes it. A slice is written in one round trip, its times included
+        (``Writer.push_timed``); routed elsewhere (a transaction's commit, a batch's block, a
+        testing mode) a slice of different times goes as one push per time.
         ``owned``: as for ``push``, the payloads were built for this push alone.
         """
         if batch_size < 1:
@@ -442,8 +442,12 @@ class Client:
                 if prepared is not None:
                     groups.setdefault(when, []).append(prepared)
             stands: dict[str, str | None] = {}
-            for when, ready in groups.items():
-                refused = push(ready, when, delivery)
+            if len(groups) > 1 and push == self.wurk.writer.push:
+                # A time per job, written now: every time in one round trip, as Sidekiq's ZADD.
+                answers: list[Refused] = [self.wurk.writer.push_timed(list(groups.items()), delivery)]
+            else:
+                answers = [push(ready, when, delivery) for when, ready in groups.items()]
+            for refused in answers:
                 if refused:
                     stands.update(refused if isinstance(refused, Mapping) else dict.fromkeys(refused))
             if stands:
