@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
-from django_wurk import Wurk, job
+from django_wurk import Config, Wurk, job
 from django_wurk.core import keys
+from django_wurk.core.client import EnqueueError
+from tests.conftest import wait_for
 
 
 @job
@@ -137,3 +139,22 @@ def test_spread_jobs_pushed_in_a_transaction_are_written_at_its_commit(wurk: Wur
         mail.perform_bulk([[i] for i in range(20)], spread_interval=60)
         raise RuntimeError("roll back")
     assert r.zcard(keys.SCHEDULE) == 20
+
+
+DEAD_REDIS = "redis://127.0.0.1:1/0"
+
+
+def test_spread_jobs_meet_an_outage_as_any_push(wurk: Wurk, r: Any, test_config: Config) -> None:
+    """No buffer: ``EnqueueError`` naming the jobs; with ``CLIENT_BUFFER``: kept, each with its
+    own time, and written when Redis answers again."""
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, redis_socket_timeout=0.5))
+    with pytest.raises(EnqueueError, match="could not push 3 job"):
+        mail.perform_bulk([[1], [2], [3]], spread_interval=60)
+    wurk.configure(test_config.replace(redis_url=DEAD_REDIS, client_buffer=10, redis_socket_timeout=0.5))
+    times = [time.time() + 1000 + i for i in range(3)]
+    jids = mail.perform_bulk([[1], [2], [3]], at=times)
+    assert wurk.writer.buffered == 3
+    wurk.configure(test_config.replace(client_buffer=10))
+    wait_for(lambda: wurk.writer.buffered == 0, timeout=30)
+    found = scheduled(r)
+    assert [found[jid][1] for jid in jids] == pytest.approx(times)
