@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from django.db import transaction
 
-from django_wurk import Job, Wurk, job
+from django_wurk import Batch, BatchStatus, Job, Wurk, job
 from django_wurk.api import JobStatus
 from django_wurk.core.features.collapse import TOKEN, debounce_key, digest, throttle_prefix
 from django_wurk.core.worker import Launcher
@@ -414,3 +414,19 @@ def test_another_producer_s_unusable_options_push_a_plain_job(
     assert [p["jid"] for p in queued(r)] == [jid] and r.zcard("schedule") == 0
     assert any("pushed as a plain job" in rec.getMessage() for rec in caplog.records)
     assert not list(r.scan_iter(match="debounce:*")) and not list(r.scan_iter(match="throttle:*"))
+
+
+def test_inside_a_batch_a_collapsed_job_is_pushed_plain(
+    wurk: Wurk, r: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch counts the jobs its block writes, so none of them is collapsed away."""
+    batch = Batch(description="collapse in a batch")
+    with batch.jobs():
+        a = keyed_an_hour.perform_async("a")
+        b = keyed_an_hour.perform_async("b")
+        c = pong.perform_async("c")
+        d = pong.perform_async("d")
+    assert len({a, b, c, d}) == 4
+    assert {p["jid"] for p in queued(r)} == {a, b, c, d} and r.zcard("schedule") == 0
+    assert BatchStatus(batch.bid).total == 4
+    assert sum("it belongs to a batch" in rec.getMessage() for rec in caplog.records) == 4
