@@ -253,6 +253,8 @@ class IterableJob(Job, abstract=True):
                     took,
                     slow,
                 )
+        if self.cancelled:  # cancel() during the last item: still the cancel it asked for
+            return self._cancelled(args)
         return Outcome.COMPLETED
 
     def _cancelled(self, args: tuple[Any, ...]) -> Outcome:
