@@ -18,6 +18,7 @@ import pytest
 from django_wurk import Wurk
 from django_wurk.core.control import watch_stop
 from django_wurk.core.features.iterable import IterationState, UnreadableIterationState
+from django_wurk.core.features.iterable.state import Saved
 from django_wurk.iterable import (
     Interrupted,
     csv_batches_enumerator,
@@ -316,6 +317,13 @@ def test_cancel_keeps_the_first_time_and_returns_it(wurk: Wurk, r: Any) -> None:
     assert state.cancel(now=1_800_000_000) == 1_700_000_000  # HSETNX: the first cancel stands
     assert r.hget("it-twice", "cancelled") == b"1700000000"  # Ruby's Time.now.to_i, as text
     assert state.cancelled() and not IterationState(r, "never").cancelled()
+    # A job not started yet gets the first run's cursor beside the flag (Ruby 7.3/8.0 fail a job
+    # whose hash has no "c"); one under way keeps its own.
+    assert r.hget("it-twice", "c") == b"null"
+    halfway = IterationState(r, "halfway")
+    assert halfway.save(Saved(cursor=[7, "x"], executions=2, runtime=1.5)) is False
+    halfway.cancel()
+    assert halfway.load() == Saved(cursor=[7, "x"], executions=2, runtime=1.5) and halfway.cancelled()
 
 
 def test_a_job_cancelled_while_a_worker_runs_it_stops_and_is_not_retried(

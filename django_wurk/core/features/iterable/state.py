@@ -108,13 +108,17 @@ class IterationState:
         first cancel (an earlier one is kept: HSETNX), 0 if the field holds something else.
 
         The hash gets ``STATE_TTL`` so that a job waiting in the retry set for days still
-        finds its cancel when it runs."""
+        finds its cancel when it runs. A job that never ran gets the cursor ``null`` (the
+        first run's) as well: Ruby Sidekiq 7.3/8.0 fail a job whose hash has a ``cancelled``
+        but no ``c`` (they JSON-parse the missing cursor), so a Ruby ``cancel!`` of a job not
+        yet started makes it fail and retry, while ours cancels it on either side."""
         pipe = self.redis.pipeline(transaction=True)
+        pipe.hsetnx(self.key, "c", "null")
         pipe.hsetnx(self.key, CANCELLED, int(time.time() if now is None else now))
         pipe.hget(self.key, CANCELLED)
         pipe.expire(self.key, STATE_TTL)
         try:
-            _, value, _ = pipe.execute()
+            _, _, value, _ = pipe.execute()
         except ResponseError as exc:
             raise self._not_a_hash(exc) from None
         return cancelled_since(value)
