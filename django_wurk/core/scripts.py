@@ -232,15 +232,25 @@ class Scripts:
         args.append(member)
         return bool(self._run(BURY, (keys.DEAD, source), args))
 
-    def requeue(self, private: str | bytes, raw: bytes, payload: str | bytes, queue: str | bytes) -> bool:
-        """Move ``raw`` out of a private list to the tail of ``queue``, as ``payload``.
+    def requeue(
+        self,
+        private: str | bytes,
+        raw: bytes,
+        payload: str | bytes,
+        queue: str | bytes,
+        *,
+        behind: bool = False,
+    ) -> bool:
+        """Move ``raw`` out of a private list to the tail of ``queue`` (fetched next), as ``payload``;
+        ``behind`` the jobs waiting instead (the head, where a new job goes).
 
         False when ``raw`` was no longer there; WRONGTYPE when the queue's key is not a list.
         ``private`` and ``queue`` may be the exact bytes read from Redis (a name that is not
         UTF-8 must reach the same key, not a re-encoded one).
         """
         target = b"queue:" + queue if isinstance(queue, bytes) else keys.queue(queue)
-        return bool(self._run(REQUEUE, (private, target, keys.QUEUES), (raw, payload, "", queue, "", "")))
+        args = (raw, payload, "", queue, "", "", "1" if behind else "")
+        return bool(self._run(REQUEUE, (private, target, keys.QUEUES), args))
 
     def bury_fetched(
         self,
