@@ -6,14 +6,19 @@ A ``Signature`` is a dict, as in Celery (``task``, ``args``, ``kwargs``, ``optio
 the signature is serialised, like any task argument.
 
 ``chain`` carries its remaining steps in the job's payload; ``group`` is a batch; ``chord``
-is a batch whose ``success`` callback calls the body with the header's results.
+is a batch whose ``success`` callback calls the body with the header's results. ``link`` and
+``link_error`` callbacks ride in the payload as a chain's rest does (``LINK_KEY``,
+``LINK_ERROR_KEY``); ``map``, ``starmap`` and ``chunks`` are signatures of the built-in
+``celery.map``/``celery.starmap`` tasks (``django_wurk.celery.builtins``), as in Celery.
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery import codec
@@ -110,6 +115,20 @@ class Signature(dict[str, Any]):
         if immutable is not None:
             self["immutable"] = immutable
         self["options"] = {**self.options, **options}
+        return self
+
+    def link(self, callback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``callback`` with this task's return value when it succeeds (Celery's ``link``)."""
+        self["options"] = {**self.options, "link": [*_as_list(self.options.get("link")), callback]}
+        return callback
+
+    def link_error(self, errback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``errback`` when this task fails (Celery's ``link_error``)."""
+        self["options"] = {**self.options, "link_error": [*_as_list(self.options.get("link_error")), errback]}
+        return errback
+
+    def on_error(self, errback: Mapping[str, Any]) -> Signature:
+        self.link_error(errback)
         return self
 
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
@@ -286,6 +305,137 @@ def continue_chain(rest: Any, value: Any) -> None:
         logger.error(
             "the rest of a chain cannot be sent (%s: %s); the chain stops here", type(exc).__name__, exc
         )
+
+
+# Callbacks: link and link_error ---------------------------------------------------------------
+
+#: The payload keys holding a call's ``link`` and ``link_error`` signatures (kombu JSON).
+LINK_KEY = "link"
+LINK_ERROR_KEY = "link_error"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def callbacks(value: Any, name: str, where: str) -> list[Signature]:
+    """A call's ``link``/``link_error`` (a signature or a list of them) as signatures; a
+    ``ValueError`` naming the option for anything else (a task object, a function...)."""
+    out = []
+    for item in _as_list(value):
+        if not isinstance(item, Mapping) or not isinstance(item.get("task"), str):
+            raise ValueError(
+                f"{where}: {name} must be a signature or a list of signatures (task.s()), got {item!r}"
+            )
+        if item.get("subtask_type") == "chunks":
+            raise ValueError(f"{where}: {name} cannot be a chunks signature; give it a task signature")
+        out.append(signature(item))
+    return out
+
+
+def call_links(encoded: Any, value: Any) -> None:
+    """Call each ``link`` signature with ``value`` (after the task succeeded), as a new task."""
+    for sig in _decoded(encoded, LINK_KEY):
+        try:
+            _task(sig.task, False).apply_async(*_call_args(sig, (value,), None), **sig.options)
+        except (ValueError, TypeError, LookupError, ImproperlyConfigured) as exc:
+            logger.error("link %s cannot be sent (%s: %s)", sig.task, type(exc).__name__, exc)
+
+
+def call_errbacks(encoded: Any, request: Any, exc: BaseException, trace: str, task_id: str) -> None:
+    """Call each ``link_error`` signature once the task failed, as Celery 5 does: a task this
+    process defines whose function takes more than one positional argument (and is not
+    ``bind=True``) is called here, now, with ``(request, exc, traceback)``; any other is sent
+    as a task with the failed task's id as its argument."""
+    for sig in _decoded(encoded, LINK_ERROR_KEY):
+        try:
+            local = _resolve(sig.task, True) if _resolve is not None else None
+            fn = getattr(local, "run_function", None)
+            if fn is not None and not getattr(local, "bind", False) and _takes_more_than_one(fn):
+                sig(request, exc, trace)
+            else:
+                _task(sig.task, False).apply_async(*_call_args(sig, (task_id,), None), **sig.options)
+        except (ValueError, TypeError, LookupError, ImproperlyConfigured) as error:
+            logger.error("link_error %s cannot be sent (%s: %s)", sig.task, type(error).__name__, error)
+        except Exception:
+            logger.exception("link_error %s raised", sig.task)
+
+
+def _takes_more_than_one(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)) > 1
+
+
+def _decoded(encoded: Any, key: str) -> list[Signature]:
+    """The signatures a payload's ``link``/``link_error`` holds; another program's garbage is
+    logged and skipped (the task itself has run)."""
+    try:
+        items = codec.decode(encoded)
+        return [Signature(item) for item in items] if isinstance(items, list) else []
+    except Exception as exc:  # kombu's decoder raises what its envelopes' constructors raise
+        logger.error("the %s of a task cannot be read (%s: %s)", key, type(exc).__name__, exc)
+        return []
+
+
+# map, starmap, chunks -----------------------------------------------------------------------------
+
+
+class xmap(Signature):
+    """``task.map(it)``: one task that calls ``task`` on each item, in the worker (``celery.map``)."""
+
+    subtask_name = "celery.map"
+
+    def __init__(self, task: Mapping[str, Any], it: Iterable[Any], **options: Any) -> None:
+        super().__init__(self.subtask_name, (), {"task": signature(task), "it": list(it)}, options,
+                         subtask_type=type(self).__name__)  # fmt: skip
+
+
+class xstarmap(xmap):
+    """``task.starmap(it)``: one task that calls ``task(*item)`` on each item (``celery.starmap``)."""
+
+    subtask_name = "celery.starmap"
+
+
+def chunk_items(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    items = iter(it)
+    while part := list(itertools.islice(items, n)):
+        yield part
+
+
+class chunks(Signature):
+    """``task.chunks(it, n)``: the items in parts of ``n``, each part one ``celery.starmap`` task,
+    sent as a group; ``apply_async()`` returns its ``GroupResult`` (a list of lists)."""
+
+    def __init__(self, task: Mapping[str, Any], it: Iterable[Any], n: int, **options: Any) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"chunks: n must be a whole number >= 1, got {n!r}")
+        super().__init__("celery.chunks", (), {"task": signature(task), "it": list(it), "n": n}, options,
+                         subtask_type="chunks")  # fmt: skip
+
+    def group(self) -> group:
+        kw = self.kwargs
+        return group(*(xstarmap(kw["task"], part) for part in chunk_items(kw["it"], kw["n"])))
+
+    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
+                    **options: Any) -> GroupResult:  # type: ignore[override]  # fmt: skip
+        return self.group().apply_async(args, kwargs, **{**self.options, **options})
+
+    def delay(self, *args: Any, **kwargs: Any) -> GroupResult:  # type: ignore[override]
+        return self.apply_async(args, kwargs)
+
+    def __call__(self, **options: Any) -> GroupResult:
+        return self.apply_async(**options)
 
 
 class GroupResult:
