@@ -412,7 +412,8 @@ class Task:
             return self.apply(args, kwargs, task_id=task_id, link=opts.get("link"),
                               link_error=opts.get("link_error"))  # fmt: skip
         if queue is None and self.queue is None:
-            route = routes.route(self.app.setting("task_routes"), str(self.name), args, kwargs, opts, self)
+            public = {k: v for k, v in opts.items() if not k.startswith("_")}
+            route = routes.route(self.app.setting("task_routes"), str(self.name), args, kwargs, public, self)
             if route is not None:
                 queue = route.get("queue")
                 priority = route.get("priority") if priority is None else priority

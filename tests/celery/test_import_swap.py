@@ -23,6 +23,9 @@ from celery.exceptions import MaxRetriesExceededError, Retry, SoftTimeLimitExcee
 from celery.result import AsyncResult, GroupResult, allow_join_result
 from celery.schedules import crontab, schedule
 from celery.signals import task_failure, task_postrun, task_prerun, task_success, worker_ready
+from celery.utils.log import get_task_logger
+
+logger = get_task_logger(__name__)
 
 SEEN = []
 
