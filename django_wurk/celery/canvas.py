@@ -382,10 +382,18 @@ def _decoded(encoded: Any, key: str) -> list[Signature]:
     logged and skipped (the task itself has run)."""
     try:
         items = codec.decode(encoded)
-        return [Signature(item) for item in items] if isinstance(items, list) else []
     except Exception as exc:  # kombu's decoder raises what its envelopes' constructors raise
         logger.error("the %s of a task cannot be read (%s: %s)", key, type(exc).__name__, exc)
         return []
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        try:
+            if not isinstance(item, Mapping):
+                raise TypeError(f"not a signature: {item!r:.100}")
+            out.append(Signature(item))
+        except (TypeError, ValueError) as exc:
+            logger.error("a %s of a task cannot be read (%s: %s)", key, type(exc).__name__, exc)
+    return out
 
 
 # map, starmap, chunks -----------------------------------------------------------------------------
@@ -423,7 +431,7 @@ class chunks(Signature):
         super().__init__("celery.chunks", (), {"task": signature(task), "it": list(it), "n": n}, options,
                          subtask_type="chunks")  # fmt: skip
 
-    def group(self) -> group:
+    def group(self) -> _Group:
         kw = self.kwargs
         return group(*(xstarmap(kw["task"], part) for part in chunk_items(kw["it"], kw["n"])))
 
@@ -520,6 +528,10 @@ class group:
                     *_call_args(step, args, kwargs), **{**step.options, **options}
                 )
         return GroupResult(str(batch.bid), [AsyncResult(s.options["task_id"], s.task) for s in steps])
+
+
+#: ``group`` under a name no method shadows (``chunks.group`` returns one).
+_Group = group
 
 
 class chord:

@@ -64,8 +64,7 @@ def test_a_python_loop_past_its_time_limit_is_stopped_inside(celery_workers: Lau
     assert "TimeLimitExceeded" in stored["traceback"]
 
 
-def test_time_limits_given_per_call_ride_in_the_payload(celery_workers: Launcher, r: Any) -> None:
-    celery_workers.stop()
+def test_time_limits_given_per_call_ride_in_the_payload(wurk: Any, r: Any) -> None:
     opt.naps_unlimited.apply_async((2.5,), time_limit=1, soft_time_limit=0.5)
     [entry] = queue_entries(r)
     assert (entry["timeout"], entry["soft_timeout"]) == (1.0, 0.5)
