@@ -32,7 +32,7 @@ class Signal:
     def connect(self, *args: Any, **kwargs: Any) -> Any:
         """``sig.connect(fn)``, ``@sig.connect``, or ``@sig.connect(sender=..., weak=..., dispatch_uid=)``."""
         if args and callable(args[0]):
-            return self._connect(args[0], **kwargs)
+            return self._connect(*args, **kwargs)
 
         def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
             return self._connect(fn, **kwargs)

@@ -15,6 +15,7 @@ import pytest
 
 from django_wurk.celery import states
 from django_wurk.core.worker import Launcher
+from tests.conftest import wait_for
 
 #: A Celery project's tasks module, importing from every Celery module the docs name.
 SAMPLE = """
@@ -95,7 +96,7 @@ def test_the_swapped_module_runs_on_a_worker(celery_workers: Launcher, tmp_path:
         result = module.add.delay(2, 3)
         assert isinstance(result, module.AsyncResult)
         assert result.get(timeout=10) == 5 and result.state == states.SUCCESS
-        assert ("success", "swap.add", 5) in module.SEEN
+        wait_for(lambda: ("success", "swap.add", 5) in module.SEEN)  # sent after the result is stored
         assert ("prerun", result.id, [2, 3]) in module.SEEN
         from django_wurk.celery.schedules import periodic_entries
 

@@ -237,13 +237,13 @@ def test_link_must_be_a_signature() -> None:
         tasks.add.apply_async((1, 2), link=opt.record)
 
 
-def test_eager_runs_call_their_callbacks(wurk: Any, r: Any) -> None:
-    from django_wurk.celery import Celery
-
-    eager = Celery("eager-links", task_always_eager=True)
-    double = eager.task(name="eager.links.double")(lambda x: x * 2)
-    assert double.apply_async((4,), link=opt.record.s("eager")).get() == 8
-    assert r.lrange("eager", 0, -1) == [b"8"]
+def test_eager_runs_call_their_callbacks(wurk: Any, r: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(default_app.conf, "task_always_eager", True)
+    assert opt.square.apply_async((4,), link=opt.record.s("eager")).get() == 16
+    assert r.lrange("eager", 0, -1) == [b"16"]
+    failed = tasks.boom.apply_async(("x",), link_error=opt.on_error_by_id.s())
+    assert failed.state == states.FAILURE and r.lrange("errback:old", 0, -1) == [failed.id.encode()]
+    assert r.llen("queue:default") == 0
 
 
 # map, starmap, chunks ---------------------------------------------------------------------------
@@ -255,7 +255,7 @@ def test_map_starmap_and_chunks(celery_workers: Launcher) -> None:
     parts = tasks.add.chunks(zip(range(7), range(7), strict=True), 3).apply_async()
     assert len(parts) == 3
     assert parts.get(timeout=10) == [[0, 2, 4], [6, 8, 10], [12]]
-    assert [len(g.tasks) for g in [tasks.add.chunks([(1, 1)] * 4, 2).group()]] == [2]
+    assert len(tasks.add.chunks([(1, 1)] * 4, 2).group().tasks) == 2
 
 
 def test_map_is_a_signature_of_celerys_builtin_task() -> None:
