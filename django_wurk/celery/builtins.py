@@ -29,14 +29,12 @@ def _items(it: Any) -> list[Any]:
     return it
 
 
-@shared_task(name="celery.map")
-def xmap(task: Any, it: Any) -> list[Any]:
+def _map(task: Any, it: Any) -> list[Any]:
     target = _target(task)
     return [target(item) for item in _items(it)]
 
 
-@shared_task(name="celery.starmap")
-def xstarmap(task: Any, it: Any) -> list[Any]:
+def _starmap(task: Any, it: Any) -> list[Any]:
     target = _target(task)
     out = []
     for item in _items(it):
@@ -44,3 +42,7 @@ def xstarmap(task: Any, it: Any) -> list[Any]:
             raise TypeError(f"starmap: each item must be a list of arguments, got {item!r:.100}")
         out.append(target(*item))
     return out
+
+
+xmap: Task = shared_task(name="celery.map")(_map)
+xstarmap: Task = shared_task(name="celery.starmap")(_starmap)

@@ -435,8 +435,9 @@ class chunks(Signature):
         kw = self.kwargs
         return group(*(xstarmap(kw["task"], part) for part in chunk_items(kw["it"], kw["n"])))
 
-    def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-                    **options: Any) -> GroupResult:  # type: ignore[override]  # fmt: skip
+    def apply_async(  # type: ignore[override]  # a group's result, as Celery's chunks
+        self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None, **options: Any
+    ) -> GroupResult:
         return self.group().apply_async(args, kwargs, **{**self.options, **options})
 
     def delay(self, *args: Any, **kwargs: Any) -> GroupResult:  # type: ignore[override]

@@ -156,6 +156,7 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
         raise ValueError("it names no task")
     notes: list[str] = []
     sched = entry.get("schedule")
+    every = getattr(sched, "run_every", None)  # Celery's schedule(run_every=...), or ours
     if isinstance(sched, timedelta):
         cron = cron_for_interval(sched.total_seconds())
         notes.append("an interval becomes a cron expression aligned to the clock, not to a start time")
@@ -169,8 +170,8 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
                 "day_of_month and day_of_week are both set: cron fires on days matching either, "
                 "Celery on days matching both"
             )
-    elif isinstance(getattr(sched, "run_every", None), timedelta):
-        cron = cron_for_interval(sched.run_every.total_seconds())
+    elif isinstance(every, timedelta):
+        cron = cron_for_interval(every.total_seconds())
         notes.append("an interval becomes a cron expression aligned to the clock, not to a start time")
     elif type(sched).__name__ == "solar":
         raise ValueError("solar schedules have no cron equivalent")

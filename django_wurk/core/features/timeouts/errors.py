@@ -3,8 +3,6 @@ the warning raised inside a job that ran past its ``soft_timeout``, which it may
 
 from __future__ import annotations
 
-import functools
-
 
 class TimedOut(Exception):
     """The job ran longer than its ``timeout``; it follows its retry rules like any failure.
@@ -36,15 +34,26 @@ class SoftTimedOut(Exception):
         super().__init__(*(args or (f"the job ran longer than its soft timeout of {self.limit:g} s",)))
 
 
-@functools.lru_cache(maxsize=64)
+#: The classes ``for_limit`` made, by limit and base; bounded, since limits come from payloads.
+_made: dict[tuple[float, type[Exception]], type[Exception]] = {}
+MOST_MADE = 256
+
+
 def for_limit(limit: float, base: type[Exception] = TimedOut) -> type[Exception]:
     """A subclass of ``base`` (``TimedOut`` by default) that knows ``limit``, named as ``base``.
 
     A class, not an instance: an exception raised in another thread (``PyThreadState_SetAsyncExc``)
     can only be given as a class, which Python instantiates without arguments.
     """
-    return type(
-        base.__name__,
-        (base,),
-        {"limit": limit, "__module__": base.__module__, "__qualname__": base.__qualname__},
-    )
+    key = (limit, base)
+    made = _made.get(key)
+    if made is None:
+        if len(_made) >= MOST_MADE:
+            _made.clear()
+        made = type(
+            base.__name__,
+            (base,),
+            {"limit": limit, "__module__": base.__module__, "__qualname__": base.__qualname__},
+        )
+        made = _made.setdefault(key, made)
+    return made
