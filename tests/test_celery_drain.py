@@ -146,7 +146,9 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     plain = add.delay(1, 2)
     # Due well after the drain, however slow the machine: a job already due is pushed at once.
     rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=COUNTDOWN, expires=3600)
-    sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6}, retries=2)
+    sent = celery_app.send_task(
+        "legacy.add", args=[5], kwargs={"b": 6}, retries=2, time_limit=30, soft_time_limit=20
+    )
     unknown = celery_app.send_task("legacy.gone", args=[7])
     etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
 
@@ -159,6 +161,9 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     assert found[plain.id]["class"] == "legacy.add"
     assert found[plain.id]["args"] == [1, 2]
     assert found[sent.id]["args"] == [5] and found[sent.id]["kwargs"] == {"b": 6}
+    # Celery's timelimit header became the job's time limits; a message without one sets none.
+    assert (found[sent.id]["timeout"], found[sent.id]["soft_timeout"]) == (30, 20)
+    assert "timeout" not in found[plain.id] and "soft_timeout" not in found[plain.id]
     scheduled = {json.loads(m)["jid"]: s for m, s in r.zrange("schedule", 0, -1, withscores=True)}
     assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
     eta = dt.datetime.fromisoformat(str(etas[rich.id]))

@@ -247,9 +247,11 @@ class UnsupportedWorkflow(ValueError):
 
 
 #: The options of a Celery chain step that say how to call it; the rest of what Celery keeps
-#: there (``reply_to``, ``root_id``, ``parent_id``, ``group_id``, stamps, ``priority``, time
-#: limits) is its own bookkeeping or has no effect here, and is dropped at the handover.
-CELERY_STEP_OPTIONS = ("task_id", "countdown", "eta", "expires", "queue", "ignore_result")
+#: there (``reply_to``, ``root_id``, ``parent_id``, ``group_id``, stamps, ``priority``) is its
+#: own bookkeeping or has no effect here, and is dropped at the handover.
+CELERY_STEP_OPTIONS = (
+    "task_id", "countdown", "eta", "expires", "queue", "ignore_result", "time_limit", "soft_time_limit",
+)  # fmt: skip
 
 
 def from_celery_chain(steps: Any) -> list[Signature]:

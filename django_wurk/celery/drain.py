@@ -52,6 +52,7 @@ from django_wurk.core.client import NO_DELIVERY, Delivery, capture
 from django_wurk.core.config import redact_url
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Wurk
+from django_wurk.core.features.timeouts.option import MOST as TIMEOUT_MOST
 from django_wurk.core.lease import Lease
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
@@ -125,6 +126,9 @@ class CeleryMessage:
     #: The rest of a chain this message starts, as Celery embeds it (next step last); handed
     #: to ``apply_async(chain=...)``, so the steps run on wurk workers after this one.
     chain: list[Any] = field(default_factory=list)
+    #: Celery's ``timelimit`` header, ``(time_limit, soft_time_limit)``: the job's ``timeout``
+    #: and ``soft_timeout``; None where the message sets none (the task's own limit applies).
+    timelimit: tuple[float | None, float | None] = (None, None)
 
 
 @dataclass
@@ -267,6 +271,7 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         _retries(headers),
         delivery,
         _chain(task, task_id, embed.get("chain")),
+        _timelimit(headers),
     )
 
 
@@ -286,6 +291,7 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
         _moment(task, task_id, body, "expires"),
         _retries(body),
         delivery,
+        timelimit=_timelimit(body),
     )
 
 
@@ -338,6 +344,19 @@ def _retries(source: Mapping[str, Any]) -> int:
     """Celery's retry count; anything but a count is read as none (it only informs the task)."""
     value = source.get("retries")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _timelimit(source: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """Celery's ``[time_limit, soft_time_limit]``; anything but seconds > 0 reads as no limit
+    there (Celery's own default is ``[None, None]``)."""
+    value = source.get("timelimit")
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return (None, None)
+    hard, soft = (
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < TIMEOUT_MOST else None
+        for v in value
+    )
+    return (hard, soft)
 
 
 def _moment(task: str, task_id: str, source: Mapping[str, Any], name: str) -> str | None:
@@ -646,6 +665,11 @@ class Drain:
                 extra: dict[str, Any] = {"retries": message.retries} if message.retries else {}
                 if message.chain:
                     extra["chain"] = message.chain
+                hard, soft = message.timelimit
+                if hard is not None:
+                    extra["time_limit"] = hard
+                if soft is not None:
+                    extra["soft_time_limit"] = soft
                 task.apply_async(
                     message.args,
                     message.kwargs,

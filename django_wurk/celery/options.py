@@ -16,6 +16,7 @@ from typing import Any
 
 from django_wurk.celery.exceptions import ImproperlyConfigured, UnsupportedOptionWarning
 from django_wurk.core.config import QUEUE_NAME
+from django_wurk.core.features.timeouts.option import MOST
 
 #: A task id becomes the jid and part of a Redis key: text, without spaces or control characters.
 MAX_TASK_ID = 255
@@ -132,3 +133,9 @@ def check_step(options: Mapping[str, Any]) -> None:
     queue = options.get("queue")
     if queue is not None and (not isinstance(queue, str) or not QUEUE_NAME.match(queue)):
         raise ValueError(f"queue {queue!r} must be a name matching [a-zA-Z0-9_:.-]+")
+    for name in ("time_limit", "soft_time_limit"):
+        value = options.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < MOST
+        ):
+            raise ValueError(f"{name} must be seconds >= 0, got {value!r}")
