@@ -139,3 +139,34 @@ def test_task_failure_and_postrun_signals_carry_celerys_arguments(celery_workers
     finally:
         task_failure.disconnect(failed, sender=tasks.boom)
         task_postrun.disconnect(postrun)
+
+
+def test_task_retry_and_task_revoked_signals(celery_workers: Launcher) -> None:
+    from datetime import UTC, datetime
+
+    from django_wurk.celery import TaskRevokedError
+    from django_wurk.celery.signals import task_retry, task_revoked
+    from tests.celery import celery_style_tasks as tasks
+
+    retried: list[Any] = []
+    revoked: list[Any] = []
+
+    def on_retry(sender: Any = None, request: Any = None, reason: Any = None, **kwargs: Any) -> None:
+        retried.append((sender.name, request.id, request.retries, type(reason).__name__))
+
+    def on_revoked(sender: Any = None, request: Any = None, expired: Any = None, **kwargs: Any) -> None:
+        revoked.append((sender.name, request.id, expired))
+
+    task_retry.connect(on_retry)
+    task_revoked.connect(on_revoked)
+    try:
+        first = tasks.flaky.delay("signals", 1)
+        assert first.get(timeout=10) == "ok after 1"
+        assert retried == [(tasks.flaky.name, first.id, 0, "Retry")]
+        late = tasks.add.apply_async((1, 2), expires=datetime(2000, 1, 1, tzinfo=UTC))
+        with pytest.raises(TaskRevokedError):
+            late.get(timeout=10)
+        wait_for(lambda: revoked == [(tasks.add.name, late.id, True)])  # sent after the record
+    finally:
+        task_retry.disconnect(on_retry)
+        task_revoked.disconnect(on_revoked)
