@@ -213,9 +213,29 @@ class chain:
     def __or__(self, other: Any) -> chain:
         return chain(self, other)
 
+    def link(self, callback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``callback`` with the chain's result (its last step's), as Celery's."""
+        return self.tasks[-1].link(callback)
+
+    def link_error(self, errback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``errback`` when any step fails (the chain ends there), as Celery's."""
+        for step in self.tasks:
+            step.link_error(errback)
+        return errback
+
+    def on_error(self, errback: Mapping[str, Any]) -> chain:
+        self.link_error(errback)
+        return self
+
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     **options: Any) -> AsyncResult:  # fmt: skip
         steps = _with_ids(self.tasks)
+        # As in Celery: the chain's callback follows its last step, its errback any step.
+        for callback in _as_list(options.pop("link", None)):
+            steps[-1].link(callback)
+        for errback in _as_list(options.pop("link_error", None)):
+            for step in steps:
+                step.link_error(errback)
         first, rest = steps[0], steps[1:]
         _task(first.task, False).apply_async(
             *_call_args(first, args, kwargs), **{**first.options, **options}, _chain=list(rest)
@@ -558,6 +578,11 @@ class chord:
         if chosen is None:
             raise ValueError("a chord needs a body: chord(header)(body)")
         [chosen] = _with_ids([chosen])
+        # As in Celery: a chord's callbacks belong to its body, not to each header task.
+        for callback in _as_list(options.pop("link", None)):
+            chosen.link(callback)
+        for errback in _as_list(options.pop("link_error", None)):
+            chosen.link_error(errback)
         header = self.header._push(args, kwargs, options, chosen)
         result = AsyncResult(chosen.options["task_id"], chosen.task)
         result.parent = header

@@ -78,3 +78,8 @@ def on_error_by_id(task_id):
 @shared_task
 def square(x):
     return x * x
+
+
+@shared_task
+def total(values):
+    return sum(values)

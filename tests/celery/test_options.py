@@ -232,6 +232,31 @@ def test_a_retry_does_not_call_the_errback(celery_workers: Launcher, r: Any) -> 
     assert r.llen("errback:new") == 0 and r.lrange("ok", 0, -1) == [b"'ok after 1'"]
 
 
+def test_a_chains_link_follows_its_last_step_and_its_link_error_any_step(
+    celery_workers: Launcher, r: Any
+) -> None:
+    from django_wurk.celery import chain, chord
+
+    done = chain(tasks.add.s(1, 2), tasks.add.s(10)).apply_async(
+        link=opt.record.s("chained").set(task_id="cb-c")
+    )
+    assert done.get(timeout=10) == 13
+    assert AsyncResult("cb-c").get(timeout=10) == 13
+    assert r.lrange("chained", 0, -1) == [b"13"]  # once, with the last step's value
+
+    broken = chain(tasks.boom.si("first"), tasks.add.s(1)).on_error(opt.on_error.s())
+    last = broken.apply_async()
+    with pytest.raises(ValueError):
+        last.parent.get(timeout=10)
+    wait_for(lambda: r.llen("errback:new") == 1)
+    assert r.lrange("errback:new", 0, -1) == [f"{last.parent.id} ValueError".encode()]
+
+    summed = chord([tasks.add.s(1, 1), tasks.add.s(2, 2)], opt.total.s())
+    assert summed.apply_async(link=opt.record.s("chorded").set(task_id="cb-ch")).get(timeout=10) == 6
+    assert AsyncResult("cb-ch").get(timeout=10) == 6  # the body's callback, not each header task's
+    assert r.lrange("chorded", 0, -1) == [b"6"]
+
+
 def test_link_must_be_a_signature() -> None:
     with pytest.raises(ImproperlyConfigured, match="link must be a signature"):
         tasks.add.apply_async((1, 2), link=opt.record)
