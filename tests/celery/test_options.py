@@ -325,3 +325,27 @@ def test_retry_with_other_options_is_refused(wurk: Any) -> None:
             tasks.flaky.retry(queue="other")
     finally:
         _running.reset(token)
+
+
+# Settings ---------------------------------------------------------------------------------------
+
+
+def test_manage_check_names_each_celery_setting_nothing_reads() -> None:
+    from django.test import override_settings
+
+    from django_wurk.checks import check_celery_settings
+
+    with override_settings(
+        CELERY_TASK_ROUTES={"a.*": "q"},
+        CELERY_TASK_TIME_LIMIT=60,
+        CELERY_BROKER_URL="redis://old",
+        CELERY_RESULT_BACKEND="redis://old",
+        CELERY_TASK_SERIALIZER="json",
+        CELERY_ACCEPT_CONTENT=["json"],
+        CELERY_TASK_ANNOTATIONS={"a.add": {"rate_limit": "1/s"}},
+        CELERY_WORKER_CONCURRENCY=8,
+        CELERY_RESULT_SERIALIZER="pickle",
+    ):
+        found = sorted(m.msg.split()[0] for m in check_celery_settings())
+        assert {m.id for m in check_celery_settings()} == {"django_wurk.W006"}
+    assert found == ["CELERY_RESULT_SERIALIZER", "CELERY_TASK_ANNOTATIONS", "CELERY_WORKER_CONCURRENCY"]
