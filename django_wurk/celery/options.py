@@ -43,11 +43,30 @@ REFUSED = {
     "(only True is accepted)",
     "acks_late": "reliable fetch acknowledges a job only once its outcome is recorded "
     "(only True is accepted)",
+    "acks_on_failure": "a failed job is always recorded (dead set) and then acknowledged "
+    "(only True is accepted)",
+    "acks_on_timeout": "a timed-out job is always recorded (dead set) and then acknowledged "
+    "(only True is accepted)",
+    "throws": "an expected error is recorded like any other failure here; there is no quieter log for it",
+    "resultrepr_maxsize": "results are stored whole in Celery's JSON record",
+    "store_eager_result": "an eager run keeps its result in the EagerResult only",
+    "pydantic": "arguments are kombu JSON here; validate them in the task",
+    "backend": "results are written into wurk's Redis, in Celery's Redis result layout",
+    "reply_to": "results are read from the task's result record, not a reply queue",
+    "correlation_id": "results are read from the task's result record, by task id",
+    "root_id": "each job stands on its own; the payload keeps no workflow ids",
+    "parent_id": "each job stands on its own; the payload keeps no workflow ids",
+    "group_id": "each job stands on its own; a group is a batch (group(...))",
+    "group_index": "each job stands on its own; a group is a batch (group(...))",
+    "chord": "a chord is built with chord(header)(body)",
+    "stamped_headers": "Celery's stamping has no place in a Sidekiq payload",
+    "stamps": "Celery's stamping has no place in a Sidekiq payload",
 }
 #: Of the refused options, those whose value True is what this layer always does: accepted.
 ALWAYS = frozenset(
-    {"reject_on_worker_lost", "retry_on_worker_lost", "acks_on_failure_or_timeout", "acks_late"}
-)
+    {"reject_on_worker_lost", "retry_on_worker_lost", "acks_on_failure_or_timeout", "acks_late",
+     "acks_on_failure", "acks_on_timeout"}
+)  # fmt: skip
 #: Accepted and meaningless here, silently (they describe how Celery talks to its broker).
 IGNORED = frozenset({"producer", "connection", "add_to_parent", "typing", "publisher", "router"})
 
@@ -60,7 +79,7 @@ def warn_unsupported(name: str, where: str, stacklevel: int = 4) -> None:
 def refuse(name: str, value: Any, where: str) -> None:
     """Raise ``ImproperlyConfigured`` for an option that cannot be honoured, with the reason;
     return for one whose value is what happens here anyway (``acks_late=True``...) or None."""
-    if value is None or (name in ALWAYS and value is True):
+    if value is None or value == () or (name in ALWAYS and value is True):
         return
     if name in UNSUPPORTED:
         warn_unsupported(name, where, stacklevel=5)

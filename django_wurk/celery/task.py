@@ -258,7 +258,11 @@ TASK_OPTIONS = (
 TASK_UNSUPPORTED = ("priority",)
 #: Task options refused at definition unless their value is what happens here anyway
 #: (why: options.REFUSED); a ``base=`` class's attribute is checked too.
-TASK_REFUSED = ("acks_late", "reject_on_worker_lost", "acks_on_failure_or_timeout", "retry_on_worker_lost")
+TASK_REFUSED = (
+    "acks_late", "reject_on_worker_lost", "acks_on_failure_or_timeout", "retry_on_worker_lost",
+    "acks_on_failure", "acks_on_timeout", "throws", "resultrepr_maxsize", "store_eager_result", "pydantic",
+    "backend",
+)  # fmt: skip
 TASK_IGNORED = (
     "typing",
     "trail",

@@ -314,6 +314,11 @@ def test_task_options_that_cannot_be_honoured_are_refused_at_definition() -> Non
         default_app.task(name="opts.reject", reject_on_worker_lost=False)(lambda: None)
     # True is what reliable fetch does: accepted.
     assert default_app.task(name="opts.late", acks_late=True, reject_on_worker_lost=True)(lambda: 1)() == 1
+    with pytest.raises(ImproperlyConfigured, match=r"throws=.*no quieter log"):
+        default_app.task(name="opts.throws", throws=(KeyError,))(lambda: None)
+    assert default_app.task(name="opts.nothrows", throws=())(lambda: 2)() == 2
+    with pytest.raises(ImproperlyConfigured, match="pydantic=True is not supported"):
+        default_app.task(name="opts.pydantic", pydantic=True)(lambda: None)
 
 
 def test_retry_with_other_options_is_refused(wurk: Any) -> None:
