@@ -86,11 +86,27 @@ def routers(setting: Any) -> list[Callable[..., Any]]:
     return out
 
 
+#: The routers of the last ``task_routes`` value seen, by identity: built once, as Celery's
+#: router is, not at every push (a value replaced in the settings is read afresh).
+_built: tuple[Any, list[Callable[..., Any]]] = (None, [])
+
+
+def _routers(setting: Any) -> list[Callable[..., Any]]:
+    global _built
+    seen, built = _built
+    if seen is not setting:
+        built = routers(setting)
+        _built = (setting, built)
+    return built
+
+
 def route(
     setting: Any, name: str, args: Any, kwargs: Any, options: Mapping[str, Any], task: Any = None
 ) -> dict[str, Any] | None:
     """The first answer of ``setting``'s routers for ``name``, as ``{"queue": ..., ...}``; None if none."""
-    for router in routers(setting):
+    if not setting:
+        return None
+    for router in _routers(setting):
         if isinstance(router, MapRoute):
             answer = router(name)
         else:
