@@ -29,15 +29,18 @@ from tests.conftest import queue_entries, wait_for
 def test_a_task_blocked_past_its_time_limit_fails_with_time_limit_exceeded(
     celery_workers: Launcher, r: Any
 ) -> None:
-    result = opt.sleeps.apply_async((2.5,), link_error=opt.on_error.s())
+    result = opt.sleeps.apply_async((8,), link_error=opt.on_error.s())
     with pytest.raises(TimeLimitExceeded, match="time_limit of 1 s"):
         result.get(timeout=20)
     assert result.state == states.FAILURE
+    # Recorded by the watchdog when it gave up (a second after the limit): the task's thread
+    # is still asleep, and will record nothing when it wakes.
+    assert running(opt.sleeps.run_function)
     dead = wait_for(lambda: list(DeadSet()))
     assert dead[0].jid == result.id and dead[0].error_class == "TimeLimitExceeded"
     # The errback ran once, for the watchdog's failure; the thread's late return adds nothing.
     wait_for(lambda: r.llen("errback:new") == 1)
-    wait_for(lambda: not running(Task._execute), timeout=20)  # the sleep ended, the thread came back
+    wait_for(lambda: not running(Task._execute), timeout=30)  # the sleep ended, the thread came back
     assert r.lrange("errback:new", 0, -1) == [f"{result.id} TimeLimitExceeded".encode()]
     assert result.state == states.FAILURE
 
