@@ -263,6 +263,12 @@ TASK_REFUSED = (
     "acks_on_failure", "acks_on_timeout", "throws", "resultrepr_maxsize", "store_eager_result", "pydantic",
     "backend",
 )  # fmt: skip
+#: Call options an eager run (``task_always_eager``) takes without pushing: the callbacks run;
+#: time limits, like Celery's, apply only on a worker; the rest say how to push.
+EAGER_KNOWN = frozenset(
+    {"link", "link_error", "time_limit", "soft_time_limit", "ignore_result", "retries", "serializer", "chain",
+     "_on_commit", "_chain"}
+)  # fmt: skip
 TASK_IGNORED = (
     "typing",
     "trail",
@@ -413,6 +419,9 @@ class Task:
         the push waits for the commit, and the id is already known)."""
         where = f"{self.name}.apply_async()"
         if self.app.setting("task_always_eager"):
+            for key, value in opts.items():  # refused in an eager run as in a pushed one
+                if key not in EAGER_KNOWN and key not in options.IGNORED:
+                    options.refuse(key, value, where)
             return self.apply(args, kwargs, task_id=task_id, link=opts.get("link"),
                               link_error=opts.get("link_error"))  # fmt: skip
         if queue is None and self.queue is None:

@@ -272,6 +272,8 @@ def test_eager_runs_call_their_callbacks(wurk: Any, r: Any, monkeypatch: pytest.
     failed = tasks.boom.apply_async(("x",), link_error=opt.on_error_by_id.s())
     assert failed.state == states.FAILURE and r.lrange("errback:old", 0, -1) == [failed.id.encode()]
     assert r.llen("queue:default") == 0
+    with pytest.raises(ImproperlyConfigured, match="exchange="):
+        opt.square.apply_async((4,), exchange="x")  # refused in an eager run too
 
 
 # map, starmap, chunks ---------------------------------------------------------------------------
