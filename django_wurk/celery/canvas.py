@@ -284,29 +284,41 @@ def from_celery_chain(steps: Any) -> list[Signature]:
     """
     if not isinstance(steps, (list, tuple)):
         raise UnsupportedWorkflow(f"a Celery chain is a list of signatures, got {type(steps).__name__}")
-    out: list[Signature] = []
-    for step in reversed(steps):
-        if not isinstance(step, Mapping) or not isinstance(step.get("task"), str) or not step["task"]:
-            raise UnsupportedWorkflow(f"a chain step is not a task signature: {step!r:.200}")
-        kind = step.get("subtask_type")
-        if kind:
-            raise UnsupportedWorkflow(f"the chain holds a {kind} (step {step['task']!r}), not a plain task")
-        options = step.get("options") or {}
-        if not isinstance(options, Mapping):
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: options are not a mapping")
-        callbacks = [name for name in ("link", "link_error", "chord") if options.get(name)]
-        if callbacks:
-            raise UnsupportedWorkflow(f"chain step {step['task']!r} carries {', '.join(callbacks)}")
-        args, kwargs = step.get("args") or (), step.get("kwargs") or {}
-        if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: args or kwargs of the wrong type")
-        kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
-        try:  # checked now, so a bad step is refused with its message, not met halfway through
-            call_options.check_step(kept)
-        except ValueError as exc:
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: {exc}") from None
-        out.append(Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable"))))
-    return out
+    return [from_celery_signature(step, "chain step") for step in reversed(steps)]
+
+
+def from_celery_callbacks(items: Any, what: str) -> list[Signature]:
+    """A Celery message's ``callbacks`` or ``errbacks`` (its ``link``/``link_error``) as this
+    layer's signatures, each a plain task signature, checked as a chain step is."""
+    if not items:
+        return []
+    if not isinstance(items, (list, tuple)):
+        raise UnsupportedWorkflow(f"Celery {what} are a list of signatures, got {type(items).__name__}")
+    return [from_celery_signature(item, what[:-1]) for item in items]
+
+
+def from_celery_signature(step: Any, what: str) -> Signature:
+    """One signature a Celery message embeds, keeping how to call it (``CELERY_STEP_OPTIONS``)."""
+    if not isinstance(step, Mapping) or not isinstance(step.get("task"), str) or not step["task"]:
+        raise UnsupportedWorkflow(f"a {what} is not a task signature: {step!r:.200}")
+    kind = step.get("subtask_type")
+    if kind:
+        raise UnsupportedWorkflow(f"the {what} is a {kind} ({step['task']!r}), not a plain task")
+    options = step.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: options are not a mapping")
+    callbacks = [name for name in ("link", "link_error", "chord") if options.get(name)]
+    if callbacks:
+        raise UnsupportedWorkflow(f"{what} {step['task']!r} carries {', '.join(callbacks)}")
+    args, kwargs = step.get("args") or (), step.get("kwargs") or {}
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: args or kwargs of the wrong type")
+    kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
+    try:  # checked now, so a bad step is refused with its message, not met halfway through
+        call_options.check_step(kept)
+    except ValueError as exc:
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: {exc}") from None
+    return Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable")))
 
 
 def continue_chain(rest: Any, value: Any) -> None:
