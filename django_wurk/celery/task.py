@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import logging
 import random
 import socket
@@ -252,7 +253,8 @@ _running: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
 TASK_OPTIONS = (
     "bind", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for", "retry_kwargs",
     "retry_backoff", "retry_backoff_max", "retry_jitter", "ignore_result", "track_started", "queue",
-    "expires", "serializer", "rate_limit", "time_limit", "soft_time_limit",
+    "expires", "serializer", "rate_limit", "time_limit", "soft_time_limit", "typing",
+    "store_errors_even_if_ignored",
 )  # fmt: skip
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
 TASK_UNSUPPORTED = ("priority",)
@@ -270,10 +272,8 @@ EAGER_KNOWN = frozenset(
      "_on_commit", "_chain"}
 )  # fmt: skip
 TASK_IGNORED = (
-    "typing",
     "trail",
     "send_events",
-    "store_errors_even_if_ignored",
     "lazy",
     "shared",
     "autoregister",
@@ -314,6 +314,11 @@ class Task:
     #: Seconds; None: the app's ``task_time_limit``/``task_soft_time_limit`` (None: no limit).
     time_limit: float | None = None
     soft_time_limit: float | None = None
+    #: Check a call's arguments against the function's signature when it is sent (Celery's
+    #: ``typing``, on by default as ``app.strict_typing`` is): a mismatch is a TypeError at once.
+    typing: bool = True
+    #: Write a FAILURE record even when results are ignored.
+    store_errors_even_if_ignored: bool = False
     #: Only True: reliable fetch acknowledges a job only once its outcome is recorded.
     acks_late: bool = True
 
@@ -350,13 +355,17 @@ class Task:
             raise ImproperlyConfigured(
                 f"{where}: queue {self.queue!r} must be a name matching [a-zA-Z0-9_:.-]+"
             )
-        for key in ("time_limit", "soft_time_limit"):
-            limits.limit_seconds(getattr(self, key), key, where)
+        hard, soft = (
+            limits.limit_seconds(getattr(self, k), k, where) for k in ("time_limit", "soft_time_limit")
+        )
+        if hard is not None and soft is not None and soft > hard:
+            raise ImproperlyConfigured(f"{where}: soft_time_limit must be less than or equal to time_limit")
         #: The task's ``rate_limit`` as a limiter (None without one), checked at definition.
         self.limiter: Limiter | None = limits.rate_limiter(name, self.rate_limit, where)
         self.autoretry_for = tuple(self.autoretry_for or ())
         self.dont_autoretry_for = tuple(self.dont_autoretry_for or ())
         self._setters: dict[tuple[str, bool], Setter[...]] = {}
+        self._parameters: inspect.Signature | None = None
         if fn is not None:
             functools.update_wrapper(self, fn)
         self.job_class: type[CeleryJob] = type(
@@ -418,6 +427,7 @@ class Task:
         """Push one run; returns its ``AsyncResult`` at once (inside ``transaction.atomic()``
         the push waits for the commit, and the id is already known)."""
         where = f"{self.name}.apply_async()"
+        self._check_arguments(args, kwargs, where)
         if self.app.setting("task_always_eager"):
             for key, value in opts.items():  # refused in an eager run as in a pushed one
                 if key not in EAGER_KNOWN and key not in options.IGNORED:
@@ -488,6 +498,23 @@ class Task:
         payload["jid"] = jid
         wurk.client.push(payload, at=at if at is not None and at > now else None, delivery=setter.delivery)
         return AsyncResult(jid, self.name)
+
+    def _check_arguments(self, args: Any, kwargs: Any, where: str) -> None:
+        """Celery's ``typing``: the call's arguments must fit the function, or TypeError now."""
+        fn = self.run_function
+        if not self.typing or fn is None:
+            return
+        if self._parameters is None:
+            try:
+                self._parameters = inspect.signature(fn)
+            except (TypeError, ValueError):  # a builtin or C function: nothing to check against
+                self.typing = False
+                return
+        leading = [self] if self.bind else []
+        try:
+            self._parameters.bind(*leading, *(args or ()), **dict(kwargs or {}))
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc} (the task's arguments are checked when it is sent)") from None
 
     def _time_limits(self, hard: Any, soft: Any, where: str) -> tuple[float | None, float | None]:
         """The call's limits, else the task's, else the app's (seconds, or None for none)."""
@@ -742,7 +769,7 @@ class Task:
         except Exception as exc:
             if job.abandoned:
                 raise  # the watchdog recorded this run's failure already (record_given_up)
-            if not ignore:
+            if not ignore or (self.store_errors_even_if_ignored and not eager):
                 store.failure(job.jid, exc, states.FAILURE, expires)
             trace = "".join(traceback.format_exception(exc))
             self._hook(self.on_failure, exc, job.jid, args, kwargs, None)
@@ -780,7 +807,7 @@ class Task:
         except Exception:  # kombu's decoder raises what its envelopes' constructors raise
             args, kwargs = [], {}
         trace = "".join(traceback.format_exception(failure))
-        if not self.ignores_result(payload):
+        if not self.ignores_result(payload) or self.store_errors_even_if_ignored:
             ResultStore(wurk).failure(job.jid, failure, states.FAILURE, self.result_expires)
         self._hook(self.on_failure, failure, job.jid, args, kwargs, None)
         self._hook(self.after_return, states.FAILURE, failure, job.jid, args, kwargs, None)

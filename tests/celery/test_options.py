@@ -359,3 +359,43 @@ def test_manage_check_names_each_celery_setting_nothing_reads() -> None:
         found = sorted(m.msg.split()[0] for m in check_celery_settings())
         assert {m.id for m in check_celery_settings()} == {"django_wurk.W006"}
     assert found == ["CELERY_RESULT_SERIALIZER", "CELERY_TASK_ANNOTATIONS", "CELERY_WORKER_CONCURRENCY"]
+
+
+# typing, store_errors_even_if_ignored -------------------------------------------------------------
+
+
+def test_arguments_are_checked_when_the_task_is_sent(wurk: Any, r: Any) -> None:
+    with pytest.raises(TypeError, match="missing a required argument: 'y'"):
+        tasks.add.delay(1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'colour'"):
+        tasks.add.apply_async((1, 2), {"colour": "red"})
+    tasks.whoami.delay(1, 2, any="thing")  # bind=True: self is not the caller's to give
+    unchecked = default_app.task(name="opts.unchecked", typing=False)(lambda x: x)
+    unchecked.delay()  # typing=False: sent as it is, as in Celery
+    assert [e["class"] for e in queue_entries(r)] == [
+        "opts.unchecked",
+        "tests.celery.celery_style_tasks.whoami",
+    ]
+
+
+def test_store_errors_even_if_ignored(celery_workers: Launcher, r: Any) -> None:
+    quiet = default_app.task(name="tests.celery.test_options.quiet", ignore_result=True)(_fails)
+    kept = default_app.task(
+        name="tests.celery.test_options.kept", ignore_result=True, store_errors_even_if_ignored=True
+    )(_fails)
+    with pytest.raises(RuntimeError, match="kept"):
+        kept.delay("kept").get(timeout=10)
+    ignored = quiet.delay("quiet")
+    wait_for(lambda: r.zcard("dead") == 2)
+    assert ignored.state == states.PENDING  # no record at all
+
+
+def _fails(message: str) -> None:
+    raise RuntimeError(message)
+
+
+def test_soft_time_limit_above_time_limit_is_refused() -> None:
+    with pytest.raises(
+        ImproperlyConfigured, match="soft_time_limit must be less than or equal to time_limit"
+    ):
+        default_app.task(name="opts.limits", time_limit=1, soft_time_limit=2)(lambda: None)
