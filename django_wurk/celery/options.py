@@ -22,7 +22,6 @@ MAX_TASK_ID = 255
 
 #: Options Celery accepts that have no effect here, and why (warned about once per call site).
 UNSUPPORTED = {
-    "priority": "Sidekiq queues are FIFO lists with no priorities; use a separate queue",
     "rate_limit": "use a rate limiter around the work instead",
     "time_limit": "jobs are not killed on a timer; the worker's shutdown timeout applies",
     "soft_time_limit": "jobs are not interrupted on a timer",

@@ -37,6 +37,7 @@ from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
 from django_wurk.core.features.expiring import EXPIRES_AT
 from django_wurk.core.job import Setter, delivery_options
+from django_wurk.core.priority import check as check_priority
 
 logger = logging.getLogger("django_wurk.celery")
 
@@ -247,11 +248,11 @@ _running: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
 TASK_OPTIONS = (
     "bind", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for", "retry_kwargs",
     "retry_backoff", "retry_backoff_max", "retry_jitter", "ignore_result", "track_started", "queue",
-    "expires", "serializer", "acks_late",
+    "expires", "serializer", "acks_late", "priority",
 )  # fmt: skip
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
 TASK_UNSUPPORTED = (
-    "rate_limit", "time_limit", "soft_time_limit", "priority", "reject_on_worker_lost",
+    "rate_limit", "time_limit", "soft_time_limit", "reject_on_worker_lost",
     "acks_on_failure_or_timeout", "retry_on_worker_lost",
 )  # fmt: skip
 TASK_IGNORED = (
@@ -292,6 +293,8 @@ class Task:
     ignore_result: bool | None = None
     track_started: bool | None = None
     queue: str | None = None
+    #: The default priority of its runs inside their queue (higher first; docs/priority.md).
+    priority: int | None = None
     expires: float | datetime | str | None = None
     serializer: str = "json"
     #: Accepted: reliable fetch acknowledges a job only once its outcome is recorded.
@@ -324,6 +327,11 @@ class Task:
             raise ImproperlyConfigured(
                 f"{where}: serializer must be 'json' (jobs are JSON), got {self.serializer!r}"
             )
+        if self.priority is not None:
+            try:
+                check_priority(self.priority, where)
+            except ValueError as exc:
+                raise ImproperlyConfigured(str(exc)) from None
         if self.queue is not None and (not isinstance(self.queue, str) or not QUEUE_NAME.match(self.queue)):
             raise ImproperlyConfigured(
                 f"{where}: queue {self.queue!r} must be a name matching [a-zA-Z0-9_:.-]+"
@@ -394,8 +402,6 @@ class Task:
         where = f"{self.name}.apply_async()"
         if self.app.setting("task_always_eager"):
             return self.apply(args, kwargs, task_id=task_id)
-        if priority is not None:
-            options.warn_unsupported("priority", where)
         on_commit = opts.pop("_on_commit", None)
         rest_of_chain = opts.pop("_chain", None)
         celery_chain = opts.pop("chain", None)
@@ -431,6 +437,10 @@ class Task:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
             payload[IGNORE_RESULT_KEY] = bool(ignore_result)
+        if priority is None:
+            priority = self.priority
+        if priority:  # Celery's AMQP sense, ours: higher runs first (docs/priority.md); 0 as before
+            payload["priority"] = check_priority(priority, where)
         if rest_of_chain:
             payload[canvas.CHAIN_KEY] = codec.encode(list(rest_of_chain))
         if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
