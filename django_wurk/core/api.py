@@ -372,7 +372,7 @@ class Queue:
         pipe.sismember(keys.QUEUES, self.raw_name)
         pipe.sismember(keys.PAUSED, self.raw_name)
         pipe.exists(self.key)
-        return any(pipe.execute())
+        return any(pipe.execute()) or len(self.lists) > 1  # or jobs of other priorities only
 
     def pause(self) -> bool:
         """Stop workers fetching from this queue (Sidekiq Pro's ``pause!``: the ``paused`` set).
