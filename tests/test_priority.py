@@ -181,3 +181,15 @@ def test_the_data_api_reads_a_queue_with_priorities_as_one_queue(wurk: Wurk, r: 
     assert (gauge.name, gauge.size) == ("ranked", 2) and gauge.latency > 99
     api.Queue("ranked", wurk).clear()
     assert r.smembers("queues") == set() and not r.exists("queue:ranked", "queue:ranked@-5")
+
+
+def test_a_batchs_prioritised_job_waits_in_its_priority_list(wurk: Wurk, r: Any) -> None:
+    from django_wurk import Batch
+
+    batch = Batch(description="prioritised")
+    with batch.jobs():
+        ranked.set(priority=6).perform_async(1)
+        ranked.perform_async(2)
+    assert [p["args"] for p in queue_entries(r, "ranked@6")] == [[1]]
+    assert [p["args"] for p in queue_entries(r, "ranked")] == [[2]]
+    assert {b"ranked", b"ranked@6"} <= r.smembers("queues")

@@ -28,6 +28,8 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 #: The range ``django.tasks`` uses (``django.tasks.base.TASK_MIN_PRIORITY``/``MAX``).
 LOWEST = -100
 HIGHEST = 100
@@ -127,9 +129,13 @@ class PriorityLists:
             return self.known
         with self._lock:
             if time.monotonic() - self._read_at >= self.refresh:
-                names = (m.decode("utf-8", "replace") if isinstance(m, bytes) else m for m in self._read())
+                try:
+                    members = self._read()
+                except ResponseError:  # ``queues`` is not a set (another program's key): nothing learnt
+                    members = ()
+                names = (m.decode("utf-8", "replace") if isinstance(m, bytes) else m for m in members)
                 found = in_use(names)
-                merged = {q: p for q, p in self.known.items()}
+                merged = dict(self.known)
                 for queue, values in found.items():
                     if queue in self._queues:
                         merged[queue] = tuple(sorted({*merged.get(queue, ()), *values}, reverse=True))
