@@ -62,7 +62,9 @@ def one_thread(wurk: Wurk, test_config: Config) -> Iterator[Any]:
 
 
 @pytest.mark.parametrize("bad", [101, -101, 1.5, "5", True, None])
-def test_a_priority_that_is_not_an_int_from_minus_100_to_100_is_refused_naming_it(wurk: Wurk, bad: Any) -> None:
+def test_a_priority_that_is_not_an_int_from_minus_100_to_100_is_refused_naming_it(
+    wurk: Wurk, bad: Any
+) -> None:
     with pytest.raises(ValueError, match=r"priority must be an integer from -100 to 100"):
         ranked.set(priority=bad)
 
@@ -118,10 +120,24 @@ def test_another_producers_junk_priority_keeps_the_job_on_its_queue(wurk: Wurk, 
 def test_names_split_and_group_only_for_canonical_priorities() -> None:
     assert priority.split("critical@10") == ("critical", 10)
     assert priority.split("a@b@-100") == ("a@b", -100)
-    for plain in ("critical", "critical@0", "critical@05", "critical@+5", "critical@101", "@5", "x@", "x@1e2"):
+    for plain in (
+        "critical",
+        "critical@0",
+        "critical@05",
+        "critical@+5",
+        "critical@101",
+        "@5",
+        "x@",
+        "x@1e2",
+    ):
         assert priority.split(plain) == (plain, 0)
     grouped = priority.group([b"q@5", b"q", b"q@-2", b"r@3", b"\xff@3", b"s@0"])
-    assert grouped == {b"q": [b"q@5", b"q", b"q@-2"], b"r": [b"r@3", b"r"], b"\xff@3": [b"\xff@3"], b"s@0": [b"s@0"]}
+    assert grouped == {
+        b"q": [b"q@5", b"q", b"q@-2"],
+        b"r": [b"r@3", b"r"],
+        b"\xff@3": [b"\xff@3"],
+        b"s@0": [b"s@0"],
+    }
 
 
 # The order jobs run in ---------------------------------------------------------------------
@@ -136,16 +152,18 @@ def test_higher_priority_runs_first_and_equal_ones_in_push_order(wurk: Wurk, r: 
     ranked.perform_async(1)
     one_thread()
     wait_for(lambda: len(runs(r)) == 6)
-    assert runs(r) == [[10], [11], [3], [0], [1], [-5]]
+    assert runs(r) == [10, 11, 3, 0, 1, -5]
 
 
 def test_a_priority_first_used_while_the_worker_runs_is_served(wurk: Wurk, r: Any, one_thread: Any) -> None:
     one_thread()
     ranked.set(priority=-40).perform_async(1)
-    wait_for(lambda: runs(r) == [[1]], timeout=15)
+    wait_for(lambda: runs(r) == [1], timeout=15)
 
 
-def test_a_failed_prioritised_job_is_retried_into_its_priority_list(wurk: Wurk, r: Any, one_thread: Any) -> None:
+def test_a_failed_prioritised_job_is_retried_into_its_priority_list(
+    wurk: Wurk, r: Any, one_thread: Any
+) -> None:
     jobs.always_fails.set(queue="ranked", priority=9).perform_async(1)
     one_thread()
     [member] = wait_for(lambda: r.zrange("retry", 0, -1))

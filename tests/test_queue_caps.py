@@ -53,7 +53,10 @@ def test_caps_need_reliable_fetch() -> None:
 
 def test_caps_are_read_from_settings_and_the_environment() -> None:
     assert Config.from_mapping({"QUEUE_CAPS": {"capped": 2}}).queue_caps == (("capped", 2),)
-    assert Config.from_mapping({"QUEUE_CAPS": '{"capped": 3, "x": 1}'}).queue_caps == (("capped", 3), ("x", 1))
+    assert Config.from_mapping({"QUEUE_CAPS": '{"capped": 3, "x": 1}'}).queue_caps == (
+        ("capped", 3),
+        ("x", 1),
+    )
 
 
 # The fetch script ------------------------------------------------------------------------
@@ -124,7 +127,9 @@ def test_a_priority_list_shares_its_queues_slots(wurk: Wurk, r: Any) -> None:
 # Workers ---------------------------------------------------------------------------------
 
 
-def test_a_worker_keeps_to_the_cap_and_still_serves_its_other_queues(wurk: Wurk, r: Any, test_config: Config) -> None:
+def test_a_worker_keeps_to_the_cap_and_still_serves_its_other_queues(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
     wurk.configure(
         test_config.replace(
             concurrency=6, queues=(QueueSpec("capped"), QueueSpec("default")), queue_caps=(("capped", 2),)
@@ -145,7 +150,9 @@ def test_a_worker_keeps_to_the_cap_and_still_serves_its_other_queues(wurk: Wurk,
 
 @tail
 def test_two_worker_processes_never_run_more_than_the_cap_at_once(
-    wurk: Wurk, r: Any, spawn_worker: Callable[..., Any]  # noqa: F811
+    wurk: Wurk,
+    r: Any,
+    spawn_worker: Callable[..., Any],  # noqa: F811
 ) -> None:
     env = {"WURK_QUEUES": "capped", "WURK_QUEUE_CAPS": '{"capped": 3}'}
     jobs.capped.perform_bulk([(n, 0.1) for n in range(40)])
@@ -161,7 +168,9 @@ def test_two_worker_processes_never_run_more_than_the_cap_at_once(
 
 @tail
 def test_the_slots_of_a_process_killed_mid_job_come_back(
-    wurk: Wurk, r: Any, spawn_worker: Callable[..., Any]  # noqa: F811
+    wurk: Wurk,
+    r: Any,
+    spawn_worker: Callable[..., Any],  # noqa: F811
 ) -> None:
     env = {"WURK_QUEUES": "capped", "WURK_QUEUE_CAPS": '{"capped": 2}'}
     doomed = spawn_worker("-c", "2", **env)
