@@ -482,7 +482,7 @@ class ReliableFetch:
                 along,
                 self.spread,
                 TAKE_ALONG_BYTES,
-                self.caps.args(order) if self.caps else (),
+                self.caps.args(order) if self.caps.caps else (),
             )
         except BaseException:
             self._unsent(done)
@@ -523,7 +523,7 @@ class ReliableFetch:
         # (A key that turned into another type since the script ran fails this one wait like
         # an outage would; the next fetch's script names it and leaves it out.)
         name = order[slot % len(order)]
-        if self.caps and self.caps.capped(name):  # a blocking move would take a job past the cap
+        if self.caps.caps and self.caps.capped(name):  # a blocking move would take a job past the cap
             time.sleep(min(self.timeout, CAP_POLL))
             return None
         queue_key, private = self._keys[name]
