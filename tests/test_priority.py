@@ -140,6 +140,12 @@ def test_names_split_and_group_only_for_canonical_priorities() -> None:
     }
 
 
+def test_idle_threads_wait_on_the_queues_own_lists_first() -> None:
+    plain = ["q", "r"]
+    assert priority.waiting_order(plain) is plain
+    assert priority.waiting_order(["q@5", "q", "q@-5", "r"]) == ["q", "r", "q@5", "q@-5"]
+
+
 # The order jobs run in ---------------------------------------------------------------------
 
 

@@ -158,6 +158,15 @@ class PriorityLists:
         return out
 
 
+def waiting_order(order: list[str]) -> list[str]:
+    """The lists idle threads block on, by slot: the queues' own lists first (where a fleet's
+    jobs mostly arrive; exactly ``order`` when no priority is in use), then the priority lists,
+    so that as threads allow, each list has a waiter."""
+    if not any(SEPARATOR in name for name in order):
+        return order
+    return sorted(order, key=lambda name: split(name)[1] != DEFAULT)
+
+
 def group(names: Iterable[bytes]) -> dict[bytes, list[bytes]]:
     """The ``queues`` set's members as readers show them: each queue (its name's exact bytes)
     with its lists, in fetch order (highest priority first, the queue's own list in its

@@ -62,7 +62,7 @@ from redis.exceptions import RedisError, ResponseError
 from django_wurk.core import keys
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Line, Redis
-from django_wurk.core.priority import PriorityLists
+from django_wurk.core.priority import PriorityLists, waiting_order
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.worker.caps import CAP_POLL, QueueCaps
 
@@ -522,7 +522,7 @@ class ReliableFetch:
         # different queues (by slot), so each queue has a waiter when concurrency allows.
         # (A key that turned into another type since the script ran fails this one wait like
         # an outage would; the next fetch's script names it and leaves it out.)
-        name = order[slot % len(order)]
+        name = waiting_order(order)[slot % len(order)]
         if self.caps.caps and self.caps.capped(name):  # a blocking move would take a job past the cap
             time.sleep(min(self.timeout, CAP_POLL))
             return None
