@@ -22,9 +22,8 @@ from django_wurk.core.features.timeouts.option import MOST
 MAX_TASK_ID = 255
 
 #: Options Celery accepts that have no effect here, and why (warned about once per call site).
-UNSUPPORTED = {
-    "priority": "Sidekiq queues are FIFO lists with no priorities; use a separate queue",
-}
+#: None today: every option works or is refused (``REFUSED``, ``IGNORED``).
+UNSUPPORTED: dict[str, str] = {}
 #: Options Celery accepts that cannot be honoured here, and why: refused where they are given
 #: (at the task's definition, the call, the signature's call), never accepted and ignored.
 REFUSED = {

@@ -40,6 +40,7 @@ from django_wurk.core.features.expiring import EXPIRES_AT
 from django_wurk.core.features.limiters import Limiter
 from django_wurk.core.features.timeouts import SOFT_TIMEOUT, TIMEOUT
 from django_wurk.core.job import Setter, delivery_options
+from django_wurk.core.priority import check as check_priority
 
 logger = logging.getLogger("django_wurk.celery")
 
@@ -254,10 +255,10 @@ TASK_OPTIONS = (
     "bind", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for", "retry_kwargs",
     "retry_backoff", "retry_backoff_max", "retry_jitter", "ignore_result", "track_started", "queue",
     "expires", "serializer", "rate_limit", "time_limit", "soft_time_limit", "typing",
-    "store_errors_even_if_ignored",
+    "store_errors_even_if_ignored", "priority",
 )  # fmt: skip
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
-TASK_UNSUPPORTED = ("priority",)
+TASK_UNSUPPORTED: tuple[str, ...] = ()
 #: Task options refused at definition unless their value is what happens here anyway
 #: (why: options.REFUSED); a ``base=`` class's attribute is checked too.
 TASK_REFUSED = (
@@ -307,6 +308,8 @@ class Task:
     ignore_result: bool | None = None
     track_started: bool | None = None
     queue: str | None = None
+    #: The default priority of its runs inside their queue (higher first; docs/priority.md).
+    priority: int | None = None
     expires: float | datetime | str | None = None
     serializer: str = "json"
     #: Celery's ``"10/s"``, ``"100/m"``, ``"1000/h"``: a limiter shared by every worker (``limits``).
@@ -351,6 +354,11 @@ class Task:
             raise ImproperlyConfigured(
                 f"{where}: serializer must be 'json' (jobs are JSON), got {self.serializer!r}"
             )
+        if self.priority is not None:
+            try:
+                check_priority(self.priority, where)
+            except ValueError as exc:
+                raise ImproperlyConfigured(str(exc)) from None
         if self.queue is not None and (not isinstance(self.queue, str) or not QUEUE_NAME.match(self.queue)):
             raise ImproperlyConfigured(
                 f"{where}: queue {self.queue!r} must be a name matching [a-zA-Z0-9_:.-]+"
@@ -440,8 +448,6 @@ class Task:
             if route is not None:
                 queue = route.get("queue")
                 priority = route.get("priority") if priority is None else priority
-        if priority is not None:
-            options.warn_unsupported("priority", where)
         on_commit = opts.pop("_on_commit", None)
         hard, soft = self._time_limits(opts.pop("time_limit", None), opts.pop("soft_time_limit", None), where)
         try:
@@ -483,6 +489,10 @@ class Task:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
             payload[IGNORE_RESULT_KEY] = bool(ignore_result)
+        if priority is None:
+            priority = self.priority
+        if priority:  # Celery's AMQP sense, ours: higher runs first (docs/priority.md); 0 as before
+            payload["priority"] = check_priority(priority, where)
         if rest_of_chain:
             payload[canvas.CHAIN_KEY] = codec.encode(list(rest_of_chain))
         if hard is not None:
@@ -643,9 +653,7 @@ class Task:
         if not throw:
             raise ImproperlyConfigured(f"{where}: throw=False is not supported; the retry is the exception")
         for key, value in opts.items():
-            if key == "priority" and value is not None:
-                options.warn_unsupported(key, where, stacklevel=3)
-            elif value is not None:
+            if value is not None:
                 raise ImproperlyConfigured(
                     f"{where}: {key}= is not supported: a retry runs the job it was given again, "
                     "with the options it was sent with"
