@@ -309,3 +309,9 @@ def reports_its_wait(enqueued_at: float, seconds: float = 0.0) -> None:
 def counts_its_runs(n: int) -> None:
     """Counts each start of job ``n`` (a hash field per job), so a test sees which jobs ran again."""
     wurk.redis.hincrby("runs", str(n), 1)
+
+
+@job
+def computes(n: int) -> None:
+    """A short job that only computes: no I/O, so its thread holds the GIL from start to end."""
+    sum(range(n))
