@@ -75,4 +75,5 @@ def test_after_kill_minus_nine_nothing_is_lost_and_at_most_the_jobs_in_progress_
     # At most the jobs in progress: a process never has more started jobs unacknowledged than
     # threads (ReliableFetch). Before issue 23, item 3: 24 and 33 ran again.
     bound = processes * concurrency
+    print(f"RERUNS processes={processes} again={again}")
     assert again <= bound, f"{again} jobs ran again ({twice[:40]}); at most {bound} may"
