@@ -58,6 +58,7 @@ data: it is never deleted or rewritten.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -336,8 +337,9 @@ PURE_SHARE = 0.5
 #: Seconds between the hand-back watcher's looks while threads are parked: how soon a parked
 #: thread joins when the running ones block (``ReliableFetch._wanted``).
 WAKE_EVERY = 0.002
-#: The process used less than this share of one CPU since the watcher's last look: the
-#: running threads are waiting (for I/O), so one more thread would get work done.
+#: The running threads ran, or were ready to run, less than this share of the time since the
+#: watcher's last look: they wait (for I/O), so one more thread would get work done. Time a
+#: thread was ready but had no CPU (a loaded machine) counts as running: it is no I/O.
 SPARE_CPU = 0.5
 #: Seconds after which a running job counts as stuck: a parked thread takes the jobs waiting
 #: beside it, whether or not the CPU is spare, so a quick job never waits behind a slow one.
@@ -355,6 +357,8 @@ class _Thread:
         "alone",
         "cpu_at",
         "current",
+        "demand_fd",
+        "demand_seen",
         "handed_at",
         "line",
         "parked",
@@ -389,6 +393,33 @@ class _Thread:
         #: Blocked in BLMOVE on an empty queue.
         self.waiting = False
         self.wake = threading.Event()
+        #: The kernel's count of the time this thread ran or waited for a CPU (``demand``).
+        self.demand_fd = _open_schedstat()
+        self.demand_seen = self.demand()
+
+    def demand(self) -> int:
+        """Nanoseconds this thread has run or been ready to run (Linux's schedstat); -1 if unknown."""
+        if self.demand_fd < 0:
+            return -1
+        try:
+            ran, waited = os.pread(self.demand_fd, 64, 0).split()[:2]
+            return int(ran) + int(waited)
+        except (OSError, ValueError):
+            return -1
+
+    def close(self) -> None:
+        self.line.close()
+        if self.demand_fd >= 0:
+            os.close(self.demand_fd)
+            self.demand_fd = -1
+
+
+def _open_schedstat() -> int:
+    """The calling thread's ``/proc/self/task/<tid>/schedstat``, open for ``pread``; -1 if none."""
+    try:
+        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return -1
 
 
 class ReliableFetch:
@@ -735,9 +766,12 @@ class ReliableFetch:
             pause = WAKE_EVERY if self._parked else self.hand_back_after / 2
             time.sleep(pause)
             now, cpu = time.monotonic(), time.process_time()
-            spare = cpu - cpu_at < (now - seen_at) * SPARE_CPU
-            seen_at, cpu_at = now, cpu
             with self._lock:
+                demand = self._demand()
+                if demand < 0:  # no schedstat: the process's CPU time (a loaded machine looks spare)
+                    demand = int((cpu - cpu_at) * 1e9)
+                spare = demand < (now - seen_at) * 1e9 * SPARE_CPU
+                seen_at, cpu_at = now, cpu
                 if not self._threads:
                     idle += pause
                     if idle >= WATCHER_IDLE:  # no thread for a while: a stopped worker's fetch
@@ -752,6 +786,20 @@ class ReliableFetch:
                 ready = list(self._ready)
                 self._ready.clear()
             self._give_back(ready)
+
+    def _demand(self) -> int:
+        """Nanoseconds the threads not parked ran or were ready to run since the last call, -1
+        if unknown (under ``_lock``: a share leaves ``_threads`` before its file is closed)."""
+        total = 0
+        for share in self._threads:
+            if share.parked:
+                continue
+            seen = share.demand()
+            if seen < 0:
+                return -1
+            total += seen - share.demand_seen
+            share.demand_seen = seen
+        return total
 
     def _wanted(self, spare: bool, now: float) -> bool:
         """One more thread would get work done (under ``_lock``): the CPU is spare (the running
@@ -848,7 +896,7 @@ class ReliableFetch:
             self._clear(mine)
             if mine in self._threads:
                 self._threads.remove(mine)
-        mine.line.close()
+        mine.close()
 
     def release(self) -> None:
         """The calling thread is done: give back its connection, and the ready jobs.
@@ -865,7 +913,7 @@ class ReliableFetch:
                 self._clear(mine)
                 if mine in self._threads:
                     self._threads.remove(mine)
-            mine.line.close()
+            mine.close()
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
