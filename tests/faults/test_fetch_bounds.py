@@ -48,18 +48,22 @@ def test_no_quick_job_waits_behind_a_slow_one_while_another_process_idles(
 def test_after_kill_minus_nine_nothing_is_lost_and_at_most_the_jobs_in_progress_run_again(
     wurk: Wurk, r: Any, spawn_worker: Callable[..., Any], processes: int
 ) -> None:
-    count, concurrency = 20_000, 10
+    count, concurrency, kills = 20_000, 10, 3
     jobs.counts_its_runs.perform_bulk([(i,) for i in range(count)])
-    victim = spawn_worker("-P", str(processes), "-c", str(concurrency))
-    wait_for(lambda: r.hlen("runs") >= count // 10, timeout=60)  # early in the drain
-    if processes > 1:
-        victim.send_signal(signal.SIGSTOP)  # the supervisor must not replace the workers killed
-        for pid in children(r, victim.pid):
-            os.kill(pid, signal.SIGKILL)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
-    in_flight = sum(r.llen(k) for k in r.scan_iter(match="queue:sq|*"))
-    assert in_flight > 0  # killed mid-drain
+    # Three kills, each a tenth further into the drain (each next worker recovers the jobs of
+    # the one before): how many finished jobs wait for their acknowledgement at the instant
+    # of a kill varies, so one kill alone could miss too many of them.
+    for kill in range(1, kills + 1):
+        victim = spawn_worker("-P", str(processes), "-c", str(concurrency))
+        wait_for(lambda: r.hlen("runs") >= kill * count // 10, timeout=60)  # noqa: B023
+        if processes > 1:
+            victim.send_signal(signal.SIGSTOP)  # the supervisor must not replace the workers killed
+            for pid in children(r, victim.pid):
+                os.kill(pid, signal.SIGKILL)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        in_flight = sum(r.llen(k) for k in r.scan_iter(match="queue:sq|*"))
+        assert in_flight > 0  # killed mid-drain
     rescuer = spawn_worker("-c", str(concurrency))
     wait_for(lambda: any(f":{rescuer.pid}:" in m.decode() for m in r.smembers("processes")), timeout=30)
     wait_for(lambda: r.hlen("runs") == count and r.llen("queue:default") == 0, timeout=120)
@@ -73,7 +77,7 @@ def test_after_kill_minus_nine_nothing_is_lost_and_at_most_the_jobs_in_progress_
     again = sum(runs.values()) - count
     twice = sorted(n for n, times in runs.items() if times > 1)
     # At most the jobs in progress: a process never has more started jobs unacknowledged than
-    # threads (ReliableFetch). Before issue 23, item 3: 24 and 33 ran again.
-    bound = processes * concurrency
+    # threads (ReliableFetch). Before issue 23, item 3: 8 to 41 ran again per kill.
+    bound = kills * processes * concurrency
     print(f"RERUNS processes={processes} again={again}")
     assert again <= bound, f"{again} jobs ran again ({twice[:40]}); at most {bound} may"
