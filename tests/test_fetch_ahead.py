@@ -1,8 +1,9 @@
 """Reliable fetch takes a backlog several jobs per round trip, and loses none of them.
 
 One round trip per job is most of a busy worker's cost, so a fetch from a queue with a
-backlog moves up to ``FETCH_AT_MOST`` jobs into the private list at once, and the next
-fetches of any thread take them from memory. These tests pin what must not change with it:
+backlog moves up to ``FETCH_AT_MOST`` jobs (no more than may start before the next
+acknowledgement: ``concurrency``) into the private list at once, and the next fetches of
+any thread take them from memory. These tests pin what must not change with it:
 a short queue still goes one job per thread, every job taken is held (never mistaken for a
 stray), a quieting worker gives back what it did not start, and a worker runs each job once.
 """
@@ -57,23 +58,22 @@ def test_a_backlog_is_taken_several_jobs_per_round_trip_in_order(
     fetch.release()
 
 
-def test_finished_jobs_wait_for_their_acknowledgement_in_one_bounded_pool(
+def test_no_more_jobs_are_started_and_unacknowledged_than_the_concurrency(
     wurk: Wurk, r: Any, test_config: Config
 ) -> None:
-    """Finished jobs are acknowledged by the next round trip of any thread, and no more than
-    ``unacked_at_most`` wait: then the next fetch makes the round trip instead of taking a
-    job from memory."""
+    """What a kill -9 runs again (issue 23, item 3): the running job and the finished ones
+    still in the private list are never more than ``concurrency``. Finished jobs wait for the
+    next round trip, which then acknowledges them all and takes the next ones along."""
     jobs.echo.perform_bulk([(i,) for i in range(40)])
-    fetch = fetcher(wurk, test_config.replace(concurrency=2))
-    fetch.unacked_at_most = 3
+    fetch = fetcher(wurk, test_config.replace(concurrency=3))
     unit = fetch.fetch()
     got = [args_of(unit)]
-    assert r.llen(PRIVATE) == FETCH_AT_MOST  # one running, the rest taken along
+    assert r.llen(PRIVATE) == 3  # one running, two taken along: as many as may run before an ack
     for _ in range(12):
         unit = fetch.fetch(unit)
         got.append(args_of(unit))
-        waiting = r.llen(PRIVATE) - len(fetch._ready) - 1  # finished, still in Redis
-        assert waiting <= 3, f"{waiting} finished jobs unacknowledged, at most 3"
+        started = r.llen(PRIVATE) - len(fetch._ready)  # running or finished, still in Redis
+        assert started <= 3, f"{started} jobs started and unacknowledged, at most 3"
     assert got == list(range(13))  # in order, none skipped or twice
     fetch.acknowledge(unit)
     fetch.release()
@@ -86,9 +86,9 @@ def test_jobs_taken_along_and_not_started_go_back_to_the_head_of_their_queue(
     """Every thread of the process is busy: the jobs taken along would wait behind the running
     ones while another process's thread idles, so they go back, first one first (issue 23)."""
     jobs.echo.perform_bulk([(i,) for i in range(40)])
-    fetch = fetcher(wurk, test_config.replace(concurrency=1))
-    unit = fetch.fetch()  # the only thread is busy with it from now on
-    assert args_of(unit) == 0 and r.llen(PRIVATE) == FETCH_AT_MOST
+    fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    unit = fetch.fetch()  # this thread is busy with it from now on, the other never comes
+    assert args_of(unit) == 0 and r.llen(PRIVATE) == 2
     wait_for(lambda: r.llen(PRIVATE) == 1, timeout=5)  # handed back within HAND_BACK_AFTER or so
     assert fetch.held() == [unit] and r.llen("queue:default") == 39
     assert json.loads(r.lindex("queue:default", -1))["args"] == [1]  # the next to be fetched
@@ -104,7 +104,7 @@ def test_a_recovered_job_runs_alone(wurk: Wurk, r: Any, test_config: Config) -> 
     jobs.echo.perform_bulk([(i,) for i in range(40)])
     fetch = fetcher(wurk, test_config.replace(concurrency=4))
     first = fetch.fetch()
-    assert r.llen(PRIVATE) == FETCH_AT_MOST
+    assert r.llen(PRIVATE) == 4
     # The reaper put a job back at the head of the queue, marked as recovered.
     marked = json.dumps(
         {
@@ -125,7 +125,7 @@ def test_a_recovered_job_runs_alone(wurk: Wurk, r: Any, test_config: Config) -> 
     assert r.lrange(PRIVATE, 0, -1) == [marked.encode()] and fetch.held() == [alone]
     fetch.acknowledge(alone)
     nxt = fetch.fetch()
-    assert r.llen(PRIVATE) == FETCH_AT_MOST  # alone no more: taking along again
+    assert r.llen(PRIVATE) == 4  # alone no more: taking along again
     fetch.acknowledge(nxt)
     fetch.release()
 
@@ -167,7 +167,7 @@ def test_jobs_taken_along_are_held_and_only_strays_are_pushed_back(
     stray = b'{"class":"echo","args":["stray"],"jid":"0123456789abcdef01234567","queue":"default"}'
     r.lpush(private, stray)  # as a fetch whose reply was lost would leave it
     assert manager.reclaim_strays()
-    assert r.llen(private) == FETCH_AT_MOST  # all taken along, running or finished: still there
+    assert r.llen(private) == 2  # both taken together, running or finished: still there
     assert r.lindex("queue:default", -1) == stray  # the stray alone went back, to be fetched next
     fetch.acknowledge(finished)
     fetch.release()
@@ -232,6 +232,7 @@ def test_acknowledgements_survive_a_flushed_script_cache(
     loads the script and takes the next jobs."""
     jobs.echo.perform_bulk([(i, "x" * pad) for i in range(40)])
     fetch = fetcher(wurk, test_config.replace(concurrency=2))
+    fetch.concurrency = FETCH_AT_MOST  # room for a whole batch started and unacknowledged
     unit = fetch.fetch()
     for _ in range(FETCH_AT_MOST - 1):
         unit = fetch.fetch(unit)
@@ -248,3 +249,24 @@ def test_acknowledgements_survive_a_flushed_script_cache(
     fetch.release()
     # Nothing acknowledged twice or left behind: 17 jobs done, the 7 taken along back in the queue.
     assert r.llen(PRIVATE) == 0 and r.llen("queue:default") == 40 - 17
+
+
+def test_jobs_that_wait_for_io_run_side_by_side_after_short_jobs_parked_the_threads(
+    wurk: Wurk, r: Any, test_config: Config
+) -> None:
+    """A backlog of short computing jobs runs on one thread while the others park (they could
+    only wait for the GIL, holding started jobs); jobs that wait for I/O next must still run
+    ``concurrency`` at a time: the watcher wakes the parked threads (a parked thread that woke
+    by itself, after ``park_at_most``, would be too late here)."""
+    wurk.configure(test_config.replace(concurrency=4))
+    jobs.computes.perform_bulk([(100,)] * 3000)
+    jobs.overlapping.perform_bulk([("io", 0.25)] * 12)
+    worker = Launcher(wurk)
+    assert isinstance(worker.manager.fetch, ReliableFetch)
+    worker.manager.fetch.park_at_most = 30.0  # only the watcher wakes a parked thread in time
+    worker.start()
+    try:
+        wait_for(lambda: r.llen("seen:overlap-io") == 12, timeout=60)
+    finally:
+        worker.stop()
+    assert max(json.loads(x) for x in r.lrange("seen:overlap-io", 0, -1)) == 4

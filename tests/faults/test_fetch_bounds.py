@@ -2,8 +2,9 @@
 
 The first failed before issue 23: jobs fetched together with a long one waited behind it in
 its process while another process idled (7 of 50 waited the whole long job). The second pins
-what a kill -9 costs today: nothing lost, and a bounded few finished jobs run again besides
-the ones in progress (issue 23's item 3 asks for only the ones in progress; still open).
+what a kill -9 costs: nothing lost, and no more jobs run again than the killed process's
+threads (issue 23, item 3: finished jobs waiting for their acknowledgement ran again too,
+24 of 20,000 at ``-c 10``, 33 under ``-P 2``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any
 import pytest
 
 from django_wurk import Wurk
-from django_wurk.core.worker.fetch import FETCH_AT_MOST
 from tests.conftest import wait_for
 from tests.faults.test_swarm import children
 from tests.jobsapp import jobs
@@ -45,21 +45,25 @@ def test_no_quick_job_waits_behind_a_slow_one_while_another_process_idles(
 
 
 @pytest.mark.parametrize("processes", [1, 2])
-def test_after_kill_minus_nine_nothing_is_lost_and_only_a_bounded_few_run_again(
+def test_after_kill_minus_nine_nothing_is_lost_and_at_most_the_jobs_in_progress_run_again(
     wurk: Wurk, r: Any, spawn_worker: Callable[..., Any], processes: int
 ) -> None:
-    count, concurrency = 20_000, 10
+    count, concurrency, kills = 20_000, 10, 3
     jobs.counts_its_runs.perform_bulk([(i,) for i in range(count)])
-    victim = spawn_worker("-P", str(processes), "-c", str(concurrency))
-    wait_for(lambda: r.hlen("runs") >= count // 10, timeout=60)  # early in the drain
-    if processes > 1:
-        victim.send_signal(signal.SIGSTOP)  # the supervisor must not replace the workers killed
-        for pid in children(r, victim.pid):
-            os.kill(pid, signal.SIGKILL)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(10)
-    in_flight = sum(r.llen(k) for k in r.scan_iter(match="queue:sq|*"))
-    assert in_flight > 0  # killed mid-drain
+    # Three kills, each a tenth further into the drain (each next worker recovers the jobs of
+    # the one before): how many finished jobs wait for their acknowledgement at the instant
+    # of a kill varies, so one kill alone could miss too many of them.
+    for kill in range(1, kills + 1):
+        victim = spawn_worker("-P", str(processes), "-c", str(concurrency))
+        wait_for(lambda: r.hlen("runs") >= kill * count // 10, timeout=60)  # noqa: B023
+        if processes > 1:
+            victim.send_signal(signal.SIGSTOP)  # the supervisor must not replace the workers killed
+            for pid in children(r, victim.pid):
+                os.kill(pid, signal.SIGKILL)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(10)
+        in_flight = sum(r.llen(k) for k in r.scan_iter(match="queue:sq|*"))
+        assert in_flight > 0  # killed mid-drain
     rescuer = spawn_worker("-c", str(concurrency))
     wait_for(lambda: any(f":{rescuer.pid}:" in m.decode() for m in r.smembers("processes")), timeout=30)
     wait_for(lambda: r.hlen("runs") == count and r.llen("queue:default") == 0, timeout=120)
@@ -71,8 +75,9 @@ def test_after_kill_minus_nine_nothing_is_lost_and_only_a_bounded_few_run_again(
     runs = {int(k): int(v) for k, v in r.hgetall("runs").items()}
     assert set(runs) == set(range(count))  # nothing lost
     again = sum(runs.values()) - count
-    # The jobs in progress, and finished ones whose acknowledgement waited for a round trip
-    # (fewer than FETCH_AT_MOST per thread). Issue 23, item 3 wants only the jobs in progress
-    # (at most `concurrency`); on main before it: 22 and 83 ran again; now about 24 and 33.
-    bound = processes * (FETCH_AT_MOST + 1) * concurrency
-    assert again <= bound, f"{again} jobs ran again; at most {bound} may"
+    twice = sorted(n for n, times in runs.items() if times > 1)
+    # At most the jobs in progress: a process never has more started jobs unacknowledged than
+    # threads (ReliableFetch). Before issue 23, item 3: 8 to 41 ran again per kill.
+    bound = kills * processes * concurrency
+    print(f"RERUNS processes={processes} again={again}")
+    assert again <= bound, f"{again} jobs ran again ({twice[:40]}); at most {bound} may"

@@ -362,3 +362,9 @@ def capped(n: int, seconds: float = 0.05, until: str = "") -> None:
     finally:
         r.decr("caps:running")
     record("capped", n)
+
+
+@job
+def computes(n: int) -> None:
+    """A short job that only computes: no I/O, so its thread holds the GIL from start to end."""
+    sum(range(n))

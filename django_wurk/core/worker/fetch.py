@@ -6,19 +6,32 @@ what it is) and removes it only when the job is finished: succeeded, or its retr
 recorded. If the process dies, the job is still in Redis and the reaper puts it back.
 Acknowledging finished jobs rides in the same Lua call as fetching the next. From a queue
 with a backlog (more jobs waiting than threads) one call takes up to ``FETCH_AT_MOST``
-jobs, all in the private list at once; the process keeps the extra ones in memory and any
-thread's next fetch takes one without a round trip, leaving its finished job to be
-acknowledged with the next round trip of any thread. A busy worker so pays about one round
-trip per ``FETCH_AT_MOST`` jobs. ``ReliableFetch`` bounds what this costs: fewer than
-``FETCH_AT_MOST * concurrency`` finished jobs wait for their acknowledgement (what a crash
-runs again besides the running ones); a job taken along that no thread starts within
-``HAND_BACK_AFTER`` goes back to the head of its queue (so none waits behind long jobs
-while another process idles); and a recovered job runs alone (so none that merely waited
-beside a poison pill is charged with it). Jobs taken along from a lower queue may start
-before a job that just arrived in a higher one. A thread that ends (quiet, stop) pushes back
-the jobs taken along and not started. When every queue is empty, each processor thread
-blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
-at once instead of waiting for a poll, and an idle worker does not spin.
+jobs, but no more than may start before the next acknowledgement (below), all in the
+private list at once; the process keeps the extra ones in memory and any thread's next
+fetch takes one without a round trip, leaving its finished job to be acknowledged with the
+next round trip of any thread. A busy worker so pays about one round trip per
+``min(FETCH_AT_MOST, concurrency)`` jobs.
+
+**What a kill -9 runs again: at most ``concurrency`` jobs per process, the ones in
+progress.** The reaper puts back everything in a dead process's private lists in one pass:
+jobs taken along and not started yet go back with the others and run once. The jobs that
+run again are the started ones: a job counts as started from the moment a thread is handed
+it until its acknowledgement has reached Redis (running; or finished, its acknowledgement
+waiting for a round trip or on its way), and ``ReliableFetch`` never lets a process have
+more than ``concurrency`` of them: a thread that would start one more acknowledges first.
+The finished ones among them are the price of not paying a round trip per job; to keep it
+low under the GIL, short computing jobs run on one thread while the others park
+(``ReliableFetch``), so the finished ones are acknowledged in batches of about
+``concurrency`` while nothing else is started.
+
+``ReliableFetch`` bounds what taking jobs along costs too: a job taken along that no thread
+starts within ``HAND_BACK_AFTER`` goes back to the head of its queue (so none waits behind
+long jobs while another process idles); and a recovered job runs alone (so none that merely
+waited beside a poison pill is charged with it). Jobs taken along from a lower queue may
+start before a job that just arrived in a higher one. A thread that ends (quiet, stop)
+pushes back the jobs taken along and not started. When every queue is empty, each
+processor thread blocks on one queue with BLMOVE (threads are spread over the queues), so a
+new job starts at once instead of waiting for a poll, and an idle worker does not spin.
 
 **Priority and caps** (docs/priority.md): a queue's priority lists (``<q>@<p>``, from
 ``core/priority.py``) take its place in the order, highest first, and fetch.lua passes over a
@@ -49,6 +62,7 @@ data: it is never deleted or rewritten.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 import time
@@ -326,6 +340,21 @@ HAND_BACK_AFTER = 0.1
 WATCHER_IDLE = 5.0
 #: The payload of a job the reaper recovered says so; such a job runs alone (``_isolate``).
 RECOVERED_MARK = b'"recovered":'
+#: A job counts as pure computing when its thread's CPU time was at least this share of its
+#: wall time: it waited neither for I/O nor for the GIL. A thread that runs such jobs adds
+#: nothing by running beside another one (the GIL lets one run at a time), so it parks
+#: instead of holding budget while it waits for the GIL (``ReliableFetch._cycling``).
+PURE_SHARE = 0.5
+#: Seconds between the hand-back watcher's looks while threads are parked: how soon a parked
+#: thread joins when the running ones block (``ReliableFetch._wanted``).
+WAKE_EVERY = 0.002
+#: The running threads ran, or were ready to run, less than this share of the time since the
+#: watcher's last look: they wait (for I/O), so one more thread would get work done. Time a
+#: thread was ready but had no CPU (a loaded machine) counts as running: it is no I/O.
+SPARE_CPU = 0.5
+#: Seconds after which a running job counts as stuck: a parked thread takes the jobs waiting
+#: beside it, whether or not the CPU is spare, so a quick job never waits behind a slow one.
+STUCK_AFTER = 0.05
 
 
 class _Thread:
@@ -335,7 +364,22 @@ class _Thread:
     ``ReliableFetch.held`` counts it.
     """
 
-    __slots__ = ("alone", "current", "handed_at", "line", "scripts", "thread")
+    __slots__ = (
+        "alone",
+        "cpu_at",
+        "current",
+        "demand_fd",
+        "demand_seen",
+        "handed_at",
+        "line",
+        "parked",
+        "pure",
+        "scripts",
+        "started_at",
+        "thread",
+        "waiting",
+        "wake",
+    )
 
     def __init__(self, line: Line) -> None:
         #: The thread it serves, so that ``ReliableFetch.abandon`` can find it from another one.
@@ -348,21 +392,69 @@ class _Thread:
         #: ``time.monotonic()`` at the start of its last fetch (or its first): the next fetch
         #: knows how long the job in between took.
         self.handed_at = time.monotonic()
+        #: ``time.thread_time()`` at the same moment: the next fetch knows whether the time in
+        #: between was spent computing (``pure``) or waiting.
+        self.cpu_at = time.thread_time()
+        #: Its last job computed all along (``PURE_SHARE``); False until it ran one.
+        self.pure = False
+        #: ``time.monotonic()`` when its current job was handed to it (the watcher's ``STUCK_AFTER``).
+        self.started_at = 0.0
+        #: Parked in ``fetch`` until woken (``ReliableFetch._park``), holding no job.
+        self.parked = False
+        #: Blocked in BLMOVE on an empty queue.
+        self.waiting = False
+        self.wake = threading.Event()
+        #: The kernel's count of the time this thread ran or waited for a CPU (``demand``).
+        self.demand_fd = _open_schedstat()
+        self.demand_seen = self.demand()
+
+    def demand(self) -> int:
+        """Nanoseconds this thread has run or been ready to run (Linux's schedstat); -1 if unknown."""
+        if self.demand_fd < 0:
+            return -1
+        try:
+            ran, waited = os.pread(self.demand_fd, 64, 0).split()[:2]
+            return int(ran) + int(waited)
+        except (OSError, ValueError):
+            return -1
+
+    def close(self) -> None:
+        self.line.close()
+        if self.demand_fd >= 0:
+            os.close(self.demand_fd)
+            self.demand_fd = -1
+
+
+def _open_schedstat() -> int:
+    """The calling thread's ``/proc/self/task/<tid>/schedstat``, open for ``pread``; -1 if none."""
+    try:
+        return os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat", os.O_RDONLY)
+    except OSError:
+        return -1
 
 
 class ReliableFetch:
-    """Reliable fetch, with two bounds that make a crash and a long job cheap.
+    """Reliable fetch: few round trips, and a ``kill -9`` runs again at most ``concurrency`` jobs.
 
-    * **One pool of finished jobs waiting for their acknowledgement**, process-wide: it rides
-      on the next round trip of any thread (each sent once: ``_acking`` holds those in
-      flight), and a thread starts a job from memory only while fewer than
-      ``unacked_at_most`` wait; otherwise it makes the round trip. A ``kill -9`` runs again
-      the jobs running and those. (Bounding it by ``concurrency`` made a GIL-bound drain
-      pay a round trip per job or two, measured: every thread holds a job at once.)
+    * **Started and unacknowledged: at most ``concurrency``.** A job counts from the moment
+      a thread is handed it until its acknowledgement has reached Redis: running, finished
+      and waiting in the pool (``_done``), or on its way (``_acking``). No thread is handed a
+      job that would make it ``concurrency + 1`` (``_room``): it acknowledges first. That is
+      what a ``kill -9`` runs again; jobs taken along and not started run once.
+    * **One hot thread when jobs are short.** Under the GIL, threads running short jobs side
+      by side run one at a time anyway, and each holds a started job while it waits for the
+      GIL: ten of them fill the budget, and every job then pays a round trip of its own (190
+      us a job instead of 55, measured). So a thread whose job computed all along (``pure``)
+      and that finds the budget full parks, holding nothing, while another thread runs the
+      short jobs back to back; that one acknowledges up to ``concurrency`` jobs and takes the
+      next ones in a single round trip. The watcher wakes a parked thread when the running
+      ones wait rather than compute (the process used less than ``SPARE_CPU`` of a CPU: I/O),
+      or when every running job is stuck (``STUCK_AFTER``), so jobs that wait for I/O still
+      run ``concurrency`` at a time, and a quick job does not wait behind a slow one.
     * **No job waits in memory behind running jobs**: jobs taken along that no thread of this
       process started within ``HAND_BACK_AFTER`` are moved back to the head of their queue
-      (one step each, only if still in the private list), where an idle thread of any
-      process takes them.
+      (one step each, only if still in the private list), where an idle thread of any process
+      takes them.
 
     A job the reaper recovered (its payload carries ``recovered``) runs alone: before it
     starts, the jobs taken along go back and the finished ones are acknowledged, and no job is
@@ -376,13 +468,15 @@ class ReliableFetch:
         self.scripts = scripts
         self.identity = identity
         self.timeout = config.fetch_timeout
+        #: The most jobs started and not acknowledged at once (what a ``kill -9`` runs again).
         self.concurrency = max(1, config.concurrency)
-        self.unacked_at_most = FETCH_AT_MOST * self.concurrency
         #: A fetch takes one more job only per this many still waiting in its queue, so a
         #: short queue goes one job per thread, and only a backlog is taken several at a time.
         self.spread = max(1, config.concurrency)
         self.short_job = SHORT_JOB
         self.hand_back_after = HAND_BACK_AFTER
+        #: The longest a parked thread waits to be woken: as long as a BLMOVE, so it sees a quiet.
+        self.park_at_most = self.timeout
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
@@ -398,12 +492,21 @@ class ReliableFetch:
         self._done: list[UnitOfWork] = []
         #: Finished jobs a round trip is acknowledging now (still counted, still held).
         self._acking: list[UnitOfWork] = []
+        #: Threads holding a job (a share's ``current``): with ``_done`` and ``_acking``, the
+        #: jobs started and not acknowledged.
+        self._running = 0
+        #: Threads parked in ``fetch`` (``_park``), and whether the last round trip found a job
+        #: (a parked thread would find work).
+        self._parked = 0
+        self._backlog = False
         #: Threads running a recovered job alone: while any does, nothing is taken along.
         self._alone = 0
         #: Every thread's share; ``_lock`` makes each job's move between the ready jobs, a
         #: thread's current job and the finished ones a single step for ``held``.
         self._threads: list[_Thread] = []
         self._lock = threading.Lock()
+        #: Told when acknowledgements reach Redis (a thread waiting for room, ``_make_room``).
+        self._acked = threading.Condition(self._lock)
         self._watcher: threading.Thread | None = None
         self.paused = PausedQueues(redis)
         self.wrong_type = WrongTypeQueues()
@@ -424,7 +527,7 @@ class ReliableFetch:
         return mine
 
     def _watch(self) -> None:
-        """Start the thread that gives back jobs waiting behind running ones (``_watch_ready``)."""
+        """Start the thread that wakes parked threads and gives back waiting jobs (``_watch_ready``)."""
         watcher = threading.Thread(target=self._watch_ready, name="wurk-fetch-hand-back", daemon=True)
         with self._lock:
             if self._watcher is not None and self._watcher.is_alive():
@@ -444,28 +547,67 @@ class ReliableFetch:
         return units
 
     def _started(self) -> int:
-        """Jobs started and not acknowledged (under ``_lock``): what a crash would run again."""
-        return len(self._done) + sum(1 for share in self._threads if share.current is not None)
+        """Jobs started and not acknowledged (under ``_lock``): what a ``kill -9`` now runs again."""
+        return self._running + len(self._done) + len(self._acking)
+
+    def _room(self) -> bool:
+        """One more job may start (under ``_lock``)."""
+        return self._running + len(self._done) + len(self._acking) < self.concurrency
+
+    def _clear(self, mine: _Thread) -> None:
+        """``mine`` holds no job any more (under ``_lock``)."""
+        if mine.current is not None:
+            mine.current = None
+            self._running -= 1
+        if mine.alone:
+            mine.alone = False
+            self._alone -= 1
 
     def _finish(self, mine: _Thread, previous: UnitOfWork | None) -> None:
         """``mine``'s job ``previous`` is finished (under ``_lock``)."""
         if previous is not None:
             self._done.append(previous)
-        if mine.alone:
-            mine.alone = False
-            self._alone -= 1
-        mine.current = None
+        self._clear(mine)
+
+    def _cycling(self, mine: _Thread) -> bool:
+        """Another thread runs short jobs back to back and will acknowledge ours (under ``_lock``):
+        one that is neither parked nor blocked on an empty queue, whose last job computed all
+        along, and which is between jobs or in one that is not stuck."""
+        now = time.monotonic()
+        for share in self._threads:
+            if share is mine or share.parked or share.waiting or not share.pure:
+                continue
+            if share.current is None or now - share.started_at < STUCK_AFTER:
+                return True
+        return False
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         mine = self._thread()
         now = time.monotonic()
+        cpu = time.thread_time()
         short = now - mine.handed_at < self.short_job
+        if previous is not None:
+            mine.pure = cpu - mine.cpu_at >= (now - mine.handed_at) * PURE_SHARE
         mine.handed_at = now
-        with self._lock:
-            self._finish(mine, previous)
-            if self._ready and self._unacked() < self.unacked_at_most:
-                return self._handed(mine, self._ready.popleft())
-            # Otherwise a round trip, which acknowledges the finished jobs on its way.
+        mine.cpu_at = cpu
+        while True:
+            with self._lock:
+                self._finish(mine, previous)
+                previous = None
+                if not self._ready:
+                    break  # a round trip, which acknowledges the finished jobs on its way
+                if self._room() or not (self._done or self._acking):
+                    return self._handed(mine, self._ready.popleft())
+                park = mine.pure and self._cycling(mine)
+                if park:
+                    mine.parked = True
+                    self._parked += 1
+                    mine.wake.clear()
+            if park:
+                self._park(mine)
+                return None
+            # The budget is full and no other thread will free it soon: acknowledge now.
+            self._make_room()
         order = self.priorities.expand(self.paused.running(self.order()))
         if self.wrong_type.skipped:
             order = self.wrong_type.running(order)
@@ -478,7 +620,9 @@ class ReliableFetch:
             script_keys += self._keys.get(name) or self._listed(name)
         with self._lock:
             done = self._sending()
-            along = FETCH_AT_MOST if short and not self._alone and len(self._ready) < FETCH_AT_MOST else 1
+            # As many as this thread may run before it must acknowledge again.
+            room = self.concurrency - self._running
+            along = min(FETCH_AT_MOST, room) if short and not self._alone and room > 1 else 1
         try:
             found = mine.scripts.fetch(
                 script_keys,
@@ -493,23 +637,19 @@ class ReliableFetch:
             raise
         taken = int(found[1]) if found else 0
         unit: UnitOfWork | None = None
-        over = False
         with self._lock:
             self._forget(done)
+            self._backlog = taken > 0
             if found and taken:
                 queue = found[0].decode()[6:]  # strip "queue:"
                 unit = UnitOfWork(queue, found[2])
                 if taken > 1 or self._ready:
                     if not self._ready:
                         self._ready_at = time.monotonic()
-                    else:  # the round trip was for the acknowledgements: the oldest goes first
+                    else:  # others' round trips took jobs meanwhile: the oldest goes first
                         self._ready.append(unit)
                         unit = self._ready.popleft()
                     self._ready.extend(UnitOfWork(queue, raw) for raw in found[3 : 2 + taken])
-                over = self._unacked() >= self.unacked_at_most
-        if unit is not None and over:
-            # Rare: other threads finished jobs while this round trip was on its way.
-            self.acknowledge()
         if found:
             if len(found) > 2 + taken:  # some queue's key is not a list (fetch.lua went on past it)
                 for at in range(2 + taken, len(found), 3):
@@ -518,12 +658,13 @@ class ReliableFetch:
                     )
                 order = self.wrong_type.running(order)
             if unit is not None:
-                with self._lock:
-                    return self._handed(mine, unit)
+                # Rarely full: other threads finished jobs while this round trip was on its way.
+                return self._hand_over(mine, unit)
             if not order:
                 return None  # the next fetch waits
         # Every queue is empty: block on one of them until a job arrives. Threads take
-        # different queues (by slot), so each queue has a waiter when concurrency allows.
+        # different queues (by slot), so each queue has a waiter when concurrency allows:
+        # the parked threads wake to block on theirs.
         # (A key that turned into another type since the script ran fails this one wait like
         # an outage would; the next fetch's script names it and leaves it out.)
         name = waiting_order(order)[slot % len(order)]
@@ -531,11 +672,63 @@ class ReliableFetch:
             time.sleep(min(self.timeout, CAP_POLL))
             return None
         queue_key, private = self._keys[name]
-        raw = mine.line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
+        with self._lock:
+            mine.waiting = True
+            self._wake_all()
+        try:
+            raw = mine.line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
+        finally:
+            mine.waiting = False
         if raw is None:
             return None
+        self._backlog = True
+        return self._hand_over(mine, UnitOfWork(queue=name, raw=raw))
+
+    def _park(self, mine: _Thread) -> None:
+        """Wait, holding no job, until the watcher wants this thread (``_wanted``) or the
+        queues run empty; then the caller returns None and fetches again (or sees a quiet)."""
+        woken = mine.wake.wait(self.park_at_most)
         with self._lock:
-            return self._handed(mine, UnitOfWork(queue=name, raw=raw))
+            if mine.parked:
+                mine.parked = False
+                self._parked -= 1
+            if woken:
+                mine.pure = False  # wanted: it runs a job before it may park again
+
+    def _wake(self, share: _Thread) -> None:
+        """Let a parked thread go (under ``_lock``)."""
+        share.parked = False
+        self._parked -= 1
+        share.wake.set()
+
+    def _wake_all(self) -> None:
+        """Let every parked thread go (under ``_lock``)."""
+        if self._parked:
+            for share in self._threads:
+                if share.parked:
+                    self._wake(share)
+
+    def _hand_over(self, mine: _Thread, unit: UnitOfWork) -> UnitOfWork:
+        """Hand ``unit``, just fetched, to ``mine`` once there is room for it (``_make_room``)."""
+        while True:
+            with self._lock:
+                if self._room() or not (self._done or self._acking):
+                    return self._handed(mine, unit)
+            self._make_room()
+
+    def _make_room(self) -> None:
+        """Acknowledge until one more job may start (this thread holds none, so it can):
+        the pending acknowledgements in one round trip, or wait for another thread's."""
+        while True:
+            with self._lock:
+                if self._room():
+                    return
+                if not self._done:
+                    if not self._acking:
+                        return  # nothing to acknowledge: only running jobs (never more than the threads)
+                    self._acked.wait(self.hand_back_after)
+                    continue
+            self.acknowledge()
 
     def _listed(self, name: str) -> tuple[str, str]:
         """The keys of a priority list (``core/priority.py``), learnt while running: from now on
@@ -560,6 +753,8 @@ class ReliableFetch:
         """Hand ``unit`` to ``mine`` (under ``_lock``, in the step that took it, so ``held``
         never misses it). For a recovered job, the jobs taken along, to give back (``_alone``)."""
         mine.current = unit
+        self._running += 1
+        mine.started_at = time.monotonic()
         if RECOVERED_MARK not in unit.raw:
             return None
         mine.alone = True
@@ -587,28 +782,61 @@ class ReliableFetch:
             logger.debug("gave back %d job(s) taken along but not started", moved)
 
     def _watch_ready(self) -> None:
-        """Give back jobs taken along that no thread started in ``hand_back_after`` seconds:
-        every thread of this process is busy, and another process may have a free one."""
+        """Wake a parked thread when one is wanted (``_wanted``), and give back jobs taken along
+        that no thread started in ``hand_back_after`` seconds: every thread of this process is
+        busy, and another process may have a free one."""
         idle = 0.0
+        seen_at, cpu_at = time.monotonic(), time.process_time()
         while True:
-            time.sleep(self.hand_back_after / 2)
+            pause = WAKE_EVERY if self._parked else self.hand_back_after / 2
+            time.sleep(pause)
+            now, cpu = time.monotonic(), time.process_time()
             with self._lock:
+                demand = self._demand()
+                if demand < 0:  # no schedstat: the process's CPU time (a loaded machine looks spare)
+                    demand = int((cpu - cpu_at) * 1e9)
+                spare = demand < (now - seen_at) * 1e9 * SPARE_CPU
+                seen_at, cpu_at = now, cpu
                 if not self._threads:
-                    idle += self.hand_back_after / 2
+                    idle += pause
                     if idle >= WATCHER_IDLE:  # no thread for a while: a stopped worker's fetch
                         self._watcher = None
                         return
                     continue
                 idle = 0.0
-                if not self._ready or time.monotonic() - self._ready_at < self.hand_back_after:
+                if self._parked and (self._ready or self._backlog) and self._wanted(spare, now):
+                    self._wake(next(share for share in self._threads if share.parked))
+                if not self._ready or now - self._ready_at < self.hand_back_after:
                     continue
                 ready = list(self._ready)
                 self._ready.clear()
             self._give_back(ready)
 
-    def _unacked(self) -> int:
-        """Finished jobs whose acknowledgement has not reached Redis (under ``_lock``)."""
-        return len(self._done) + len(self._acking)
+    def _demand(self) -> int:
+        """Nanoseconds the threads not parked ran or were ready to run since the last call, -1
+        if unknown (under ``_lock``: a share leaves ``_threads`` before its file is closed)."""
+        total = 0
+        for share in self._threads:
+            if share.parked:
+                continue
+            seen = share.demand()
+            if seen < 0:
+                return -1
+            total += seen - share.demand_seen
+            share.demand_seen = seen
+        return total
+
+    def _wanted(self, spare: bool, now: float) -> bool:
+        """One more thread would get work done (under ``_lock``): the CPU is spare (the running
+        threads wait for I/O), or no running thread is between jobs or in one not stuck."""
+        if spare:
+            return True
+        for share in self._threads:
+            if share.parked or share.waiting:
+                continue
+            if share.current is None or now - share.started_at < STUCK_AFTER:
+                return False
+        return True
 
     def _sending(self) -> list[UnitOfWork]:
         """The finished jobs a round trip starting now acknowledges (under ``_lock``): from
@@ -630,8 +858,12 @@ class ReliableFetch:
     def _forget(self, acknowledged: list[UnitOfWork]) -> None:
         """These finished jobs are acknowledged (under ``_lock``)."""
         if acknowledged:
-            gone = {id(u) for u in acknowledged}
-            self._acking = [u for u in self._acking if id(u) not in gone]
+            if len(acknowledged) == len(self._acking):  # the only round trip in flight
+                self._acking = []
+            else:
+                gone = {id(u) for u in acknowledged}
+                self._acking = [u for u in self._acking if id(u) not in gone]
+            self._acked.notify_all()
 
     def acknowledge(self, unit: UnitOfWork | None = None) -> None:
         """Write every pending acknowledgement now (``unit`` first counted as finished)."""
@@ -686,34 +918,31 @@ class ReliableFetch:
             self._forget(done)
             if mine is None:
                 return
-            if mine.alone:
-                mine.alone = False
-                self._alone -= 1
-            mine.current = None
+            self._clear(mine)
             if mine in self._threads:
                 self._threads.remove(mine)
-        mine.line.close()
+        mine.close()
 
     def release(self) -> None:
         """The calling thread is done: give back its connection, and the ready jobs.
 
         A quieting worker starts no more jobs, so the ones taken along go back to their
-        queues now (for another worker) rather than wait in a private list for the stop.
+        queues now (for another worker) rather than wait in a private list for the stop,
+        and the parked threads wake to see the quiet.
         If Redis does not answer, they stay there, and the stop or the reaper puts them back.
         """
         mine: _Thread | None = getattr(self._local, "mine", None)
         if mine is not None:
             self._local.mine = None
             with self._lock:
-                if mine.alone:
-                    mine.alone = False
-                    self._alone -= 1
+                self._clear(mine)
                 if mine in self._threads:
                     self._threads.remove(mine)
-            mine.line.close()
+            mine.close()
         with self._lock:
             ready = list(self._ready)
             self._ready.clear()
+            self._wake_all()
         self._give_back(ready)
 
     def requeue(self, units: list[UnitOfWork]) -> None:
