@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any
 
 from django_wurk.celery import canvas, codec, options, schedules, states
+from django_wurk.celery.control import Control
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
     MaxRetriesExceededError,
@@ -174,6 +175,11 @@ class Celery:
 
     def AsyncResult(self, id: str) -> AsyncResult:
         return AsyncResult(id)
+
+    @property
+    def control(self) -> Control:
+        """``app.control.revoke(task_id, terminate=...)``: a cancel (``django_wurk.celery.control``)."""
+        return Control(self)
 
     @property
     def tasks(self) -> dict[str, Task]:

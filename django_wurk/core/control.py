@@ -40,6 +40,18 @@ class PutBack(WorkerSignal):
     """
 
 
+class Cancelled(WorkerSignal):
+    """The job was cancelled (``django_wurk.cancel``): it ends here, and that is its outcome.
+
+    Raised at the job's start when its cancel flag is set (it never runs), by a job that saw
+    ``current_job().cancelled`` and returned, or into a job that did not stop within the
+    grace. The processor acknowledges it: no failure, no retry, no dead entry, no
+    ``stat:failed``; the middleware it passes out through record it as cancelled (job
+    status, a batch's count, a unique lock's release). A ``WorkerSignal``, so that
+    middleware and jobs catching ``Exception`` do not take it for a failure.
+    """
+
+
 #: The stop flag of the worker running a job on this thread, for ``stopping()``.
 _current = threading.local()
 

@@ -18,18 +18,29 @@ from __future__ import annotations
 from typing import Any
 
 from django_wurk.core.feature import Feature
-from django_wurk.core.features import batches, encryption, expiring, limiters, status, timeouts, unique
+from django_wurk.core.features import (
+    batches,
+    cancel,
+    encryption,
+    expiring,
+    limiters,
+    status,
+    timeouts,
+    unique,
+)
 
 #: Outermost first: a rate-limited job is rescheduled before batches, unique or status see
 #: it succeed; batches count a job once unique released its lock (a callback may push it
 #: again); an expired job is skipped before status calls it running or a timeout starts;
-#: encryption opens the last argument for the job alone.
+#: a cancelled job ends at its start inside what records its outcome, before a timeout
+#: starts; encryption opens the last argument for the job alone.
 DEFAULT: tuple[Feature, ...] = (
     limiters.FEATURE,
     batches.FEATURE,
     unique.FEATURE,
     expiring.FEATURE,
     status.FEATURE,
+    cancel.FEATURE,
     timeouts.FEATURE,
     encryption.FEATURE,
 )

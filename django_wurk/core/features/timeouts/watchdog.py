@@ -16,6 +16,10 @@ watchdog, a thread in every worker process, looks at the table every ``TICK`` se
    * in a swarm child (``runwurk -P N``) the process leaves the process set and exits,
      and the supervisor starts a fresh one: the stuck thread dies with it, and the
      process's other running jobs are recovered from its private list by the reaper.
+
+A cancelled job (``django_wurk.cancel``) that does not stop by itself is stopped the same
+way: the cancel feature cuts its deadline to the end of its grace (``Deadlines.cut``) with
+``Cancelled`` as what is raised and recorded instead of ``TimedOut``.
 """
 
 from __future__ import annotations
@@ -24,19 +28,18 @@ import ctypes
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.features.timeouts.errors import TimedOut, for_limit
+from django_wurk.core.features.timeouts.errors import for_limit
 from django_wurk.core.features.timeouts.option import TIMEOUT, absent, seconds
 from django_wurk.core.wire import Payload
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.service import JobControl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from django_wurk.core.engine import Wurk
     from django_wurk.core.job import Job
 
@@ -66,6 +69,20 @@ class Running:
     left: bool = False
     #: The job was given up on: its outcome is recorded.
     abandoned: bool = False
+    #: What is raised in the thread and recorded if it is given up on; ``None``: ``TimedOut``.
+    error: type[BaseException] | None = None
+    #: Why it is stopped, for the log ("its timeout of 3 s", "it was cancelled").
+    reason: str = ""
+    #: Called once the job was given up on and its outcome recorded (the cancel feature counts it).
+    on_abandon: Callable[[], None] | None = None
+    #: Entered by ``cut`` for a job with no limit of its own: ``leave`` it where it was cut.
+    cut_only: bool = False
+
+    def failure(self) -> type[BaseException]:
+        return self.error if self.error is not None else for_limit(self.limit)
+
+    def why(self) -> str:
+        return self.reason or f"its timeout of {self.limit:g} s"
 
 
 def _raise_in(thread: threading.Thread, exc: type[BaseException] | None) -> None:
@@ -102,6 +119,36 @@ class Deadlines:
         with self._lock:
             if self._running.get(entry.thread) is entry:
                 del self._running[entry.thread]
+
+    def cut(
+        self,
+        thread: threading.Thread,
+        job: Any,
+        payload: Payload,
+        within: float,
+        error: type[BaseException],
+        reason: str,
+        on_abandon: Callable[[], None] | None = None,
+    ) -> Running | None:
+        """Stop the job ``thread`` runs ``within`` seconds from now with ``error`` (a cancel).
+
+        A job already in the table (it has a timeout) gets the earlier deadline and ``error``,
+        unless ``TimedOut`` was already raised in it; any other job is entered, and that entry
+        is returned: whoever cut it must ``leave`` it when the job's thread is back.
+        """
+        at = time.monotonic() + within
+        with self._lock:
+            entry = self._running.get(thread)
+            if entry is None:
+                entry = Running(thread, job, payload, within, at, error=error, reason=reason,
+                                on_abandon=on_abandon, cut_only=True)  # fmt: skip
+                self._running[thread] = entry
+                return entry
+        with entry.lock:
+            if not entry.left and entry.fired is None and not entry.abandoned:
+                entry.deadline = min(entry.deadline, at)
+                entry.error, entry.reason, entry.on_abandon = error, reason, on_abandon
+        return None
 
     def overdue(self, now: float) -> list[Running]:
         with self._lock:
@@ -177,10 +224,10 @@ class Watchdog:
                 if entry.fired is None:
                     entry.fired = now
                     logger.warning(
-                        "job %r (%s) passed its timeout of %g s: stopping it",
-                        entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.limit,
+                        "job %r (%s): stopping it (%s)",
+                        entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.why(),
                     )  # fmt: skip
-                    _raise_in(entry.thread, for_limit(entry.limit))
+                    _raise_in(entry.thread, entry.failure())
                 elif now - entry.fired >= GRACE:
                     self.give_up(entry)
 
@@ -195,9 +242,9 @@ class Watchdog:
         """
         supervised = self.control.supervised
         logger.error(
-            "job %r (%s) did not stop %g s after its timeout of %g s (blocked outside Python): "
-            "recording the timeout and %s",
-            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.limit,
+            "job %r (%s) did not stop %g s after it was told to (%s; blocked outside Python): "
+            "recording its end and %s",
+            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.why(),
             "replacing this worker process" if supervised else "leaving its thread behind",
         )  # fmt: skip
         failure = self._abandon(entry)
@@ -215,10 +262,18 @@ class Watchdog:
                 self._abandon(other)
         self.control.replace_process(f"a job blocked past its timeout ({failure})")
 
-    def _abandon(self, entry: Running) -> TimedOut | None:
-        """Record ``TimedOut`` as ``entry``'s outcome (its lock held); None if its thread got back first."""
+    def _abandon(self, entry: Running) -> BaseException | None:
+        """Record ``TimedOut`` (or the entry's ``error``) as ``entry``'s outcome (its lock
+        held); None if its thread got back first."""
         entry.abandoned = True
         self.deadlines.forget(entry)
-        failure = for_limit(entry.limit)()
+        failure = entry.failure()()
         replace = not self.control.supervised
-        return failure if self.control.abandon(entry.thread, entry.job, failure, replace=replace) else None
+        if not self.control.abandon(entry.thread, entry.job, failure, replace=replace):
+            return None
+        if entry.on_abandon is not None:
+            try:
+                entry.on_abandon()
+            except Exception as exc:
+                logger.warning("after giving up on job %r: %s", entry.payload.get("jid", ""), exc)
+        return failure

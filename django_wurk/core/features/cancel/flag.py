@@ -1,0 +1,74 @@
+"""The cancel flag: the ``cancelled`` field of ``it-<jid>``, written and read only here.
+
+One flag for every job, iterable or not, and the very field Sidekiq 7.3's
+``Iterable#cancel!`` writes (``HSETNX it-<jid> cancelled <epoch seconds>``, then a TTL of a
+month on the hash): a Ruby ``cancel!`` stops our job and ours stops a Ruby iterable job.
+Iterable jobs (``core/features/iterable``) read the same field in their loop through
+``is_set``.
+
+A key that holds something else than a hash (``WRONGTYPE``: another program's value under
+the name) cannot carry the flag: reading it says "not cancelled", writing it raises
+``CancelError`` naming the key, so a cancel that cannot be recorded is never reported as done.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from django_wurk.core import keys
+
+logger = logging.getLogger("django_wurk.cancel")
+
+
+class CancelError(RuntimeError):
+    """A cancel flag could not be written (the key holds another type)."""
+
+
+def set_flag(redis: Any, jid: str) -> None:
+    """Mark ``jid`` cancelled (the first cancel's time is kept) and stamp the hash's TTL."""
+    key = keys.iteration_state(jid)
+    pipe = redis.pipeline(transaction=True)
+    pipe.hsetnx(key, keys.CANCELLED_FIELD, int(time.time()))
+    pipe.expire(key, keys.ITERATION_STATE_TTL)
+    try:
+        pipe.execute()
+    except ResponseError as exc:
+        raise CancelError(f"cannot mark job {jid!r} cancelled: {key!r} is not a hash ({exc})") from None
+
+
+def is_set(redis: Any, jid: str) -> bool:
+    """Whether ``jid`` is cancelled: one round trip (``HEXISTS``)."""
+    try:
+        return bool(redis.hexists(keys.iteration_state(jid), keys.CANCELLED_FIELD))
+    except ResponseError as exc:
+        logger.warning("job %r: its cancel flag cannot be read (%s); taken as not cancelled", jid, exc)
+        return False
+
+
+def which_set(redis: Any, jids: Sequence[str]) -> list[bool]:
+    """``is_set`` for each of ``jids`` in one round trip (the watcher's look at running jobs)."""
+    if not jids:
+        return []
+    pipe = redis.pipeline(transaction=False)
+    for jid in jids:
+        pipe.hexists(keys.iteration_state(jid), keys.CANCELLED_FIELD)
+    replies = pipe.execute(raise_on_error=False)
+    return [reply is True or reply == 1 for reply in replies]
+
+
+def count(redis: Any) -> None:
+    """Count one cancelled job in ``stat:cancelled`` and its daily twin (never raises)."""
+    day = keys.daily_stat("cancelled", time.strftime("%Y-%m-%d", time.gmtime()))
+    try:
+        pipe = redis.pipeline(transaction=False)
+        pipe.incrby(keys.STAT_CANCELLED, 1)
+        pipe.incrby(day, 1)
+        pipe.expire(day, keys.DAILY_STAT_TTL)
+        pipe.execute()
+    except Exception as exc:  # a count is a report, never part of the job's outcome
+        logger.warning("could not count a cancelled job in %s: %s", keys.STAT_CANCELLED, exc)
