@@ -9,9 +9,9 @@ processor thread with its job unrecorded, neither retried nor acknowledged.
 
 The worker raises a few ``BaseException``s of its own into or out of a job thread: the
 hard shutdown's ``Shutdown`` and ``Abandoned`` (the job was settled for its thread, see
-``JobControl.abandon``). A feature may raise one more, ``PutBack``, out of a job: iterable
-jobs' ``Interrupted`` is one. They derive from ``WorkerSignal`` so one ``except
-WorkerSignal`` tells them from a job's own exit.
+``JobControl.abandon``). A feature may raise two more out of a job: ``PutBack`` (iterable
+jobs' ``Interrupted`` is one) and ``Cancelled`` (the cancel feature's). They derive from
+``WorkerSignal`` so one ``except WorkerSignal`` tells them from a job's own exit.
 
 These are the only words the processor and a feature share about how a job ends: the
 processor knows no feature (an import-linter contract and ``tests/test_import_graph.py``

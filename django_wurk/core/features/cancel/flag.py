@@ -29,22 +29,30 @@ class CancelError(RuntimeError):
     """A cancel flag could not be written (the key holds another type)."""
 
 
+def key(jid: str) -> bytes:
+    """``it-<jid>`` as bytes: a jid read from a payload may hold a lone surrogate (a ``\\ud800``
+    escape), which UTF-8 cannot encode strictly; the reader and the writer encode it alike."""
+    return keys.iteration_state(jid).encode("utf-8", "surrogatepass")
+
+
 def set_flag(redis: Any, jid: str) -> None:
     """Mark ``jid`` cancelled (the first cancel's time is kept) and stamp the hash's TTL."""
-    key = keys.iteration_state(jid)
+    name = key(jid)
     pipe = redis.pipeline(transaction=True)
-    pipe.hsetnx(key, keys.CANCELLED_FIELD, int(time.time()))
-    pipe.expire(key, keys.ITERATION_STATE_TTL)
+    pipe.hsetnx(name, keys.CANCELLED_FIELD, int(time.time()))
+    pipe.expire(name, keys.ITERATION_STATE_TTL)
     try:
         pipe.execute()
     except ResponseError as exc:
-        raise CancelError(f"cannot mark job {jid!r} cancelled: {key!r} is not a hash ({exc})") from None
+        raise CancelError(
+            f"cannot mark job {jid!r} cancelled: {keys.iteration_state(jid)!r} is not a hash ({exc})"
+        ) from None
 
 
 def is_set(redis: Any, jid: str) -> bool:
     """Whether ``jid`` is cancelled: one round trip (``HEXISTS``)."""
     try:
-        return bool(redis.hexists(keys.iteration_state(jid), keys.CANCELLED_FIELD))
+        return bool(redis.hexists(key(jid), keys.CANCELLED_FIELD))
     except ResponseError as exc:
         logger.warning("job %r: its cancel flag cannot be read (%s); taken as not cancelled", jid, exc)
         return False
@@ -56,7 +64,7 @@ def which_set(redis: Any, jids: Sequence[str]) -> list[bool]:
         return []
     pipe = redis.pipeline(transaction=False)
     for jid in jids:
-        pipe.hexists(keys.iteration_state(jid), keys.CANCELLED_FIELD)
+        pipe.hexists(key(jid), keys.CANCELLED_FIELD)
     replies = pipe.execute(raise_on_error=False)
     return [reply is True or reply == 1 for reply in replies]
 

@@ -58,6 +58,9 @@ class Entry:
     cut: Any = None
     #: Its thread is back: nothing more may be done to it.
     left: bool = False
+    #: Given up on (blocked past its grace) and recorded for it: if its thread ever comes
+    #: back, it is not counted again.
+    settled: bool = False
 
 
 class RunningJobs:
@@ -124,14 +127,16 @@ class CancelServerMiddleware:
         try:
             call_next()
         except Cancelled:
-            self._end(jid)
+            if not entry.settled:
+                self._end(jid)
             raise
         except WorkerSignal:
             raise  # the worker's own (shutdown, put back): not an outcome of the job
         except BaseException as exc:
             if not (entry.noticed is not None or handle.seen or self._cancelled(jid)):
                 raise
-            self._end(jid)
+            if not entry.settled:
+                self._end(jid)
             raise Cancelled(f"cancelled while it ran (it raised {type(exc).__name__})") from exc
         finally:
             current.leave(previous)

@@ -92,8 +92,13 @@ class Watcher:
                     "if it does not stop by itself", entry.jid,
                 )  # fmt: skip
                 return
-            payload = entry.payload
             entry.cut = deadlines.cut(
-                entry.thread, entry.job, payload, self.grace, Cancelled, "it was cancelled",
-                on_abandon=lambda: self.settle(self.wurk, payload),
+                entry.thread, entry.job, entry.payload, self.grace, Cancelled, "it was cancelled",
+                on_abandon=lambda: self.given_up(entry),
             )  # fmt: skip
+
+    def given_up(self, entry: Entry) -> None:
+        """The job did not stop (blocked outside Python) and was acknowledged for it: record
+        it as cancelled now, once (its thread, if it ever returns, records nothing more)."""
+        entry.settled = True
+        self.settle(self.wurk, entry.payload)
