@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisError
 
 from django_wurk.core.client import writes_to_redis
+from django_wurk.core.config import ConfigError
 from django_wurk.core.control import Cancelled, WorkerSignal
 from django_wurk.core.features.cancel import current, flag
 from django_wurk.core.wire import Payload
@@ -101,6 +102,8 @@ class CancelServerMiddleware:
     def _cancelled(self, jid: str) -> bool:
         try:
             return flag.is_set(self.wurk.redis, jid)
+        except ConfigError:  # no Redis configured (an inline run): nothing can have cancelled it
+            return False
         except (RedisError, OSError) as exc:
             # Not known to be cancelled: the job runs (the worker needs Redis to record it
             # anyway), rather than failing and retrying for a flag it may not have.
@@ -115,11 +118,15 @@ class CancelServerMiddleware:
         if not isinstance(jid, str) or not jid or not writes_to_redis(self.wurk):
             call_next()
             return
-        redis = self.wurk.redis
         if self._cancelled(jid):
             logger.info("job %r (%s) is cancelled: not running it", jid, payload.get("class"))
             self._end(jid)
             raise Cancelled("cancelled before it ran")
+        try:
+            redis = self.wurk.redis
+        except ConfigError:  # no Redis configured (an inline run): nothing can cancel it
+            call_next()
+            return
         handle = current.CurrentJob(redis, jid)
         entry = Entry(jid, threading.current_thread(), job, payload, handle)
         self.running.enter(entry)
@@ -146,4 +153,8 @@ class CancelServerMiddleware:
             raise Cancelled("cancelled while it ran; it stopped")
 
     def _end(self, jid: Any) -> None:
-        flag.count(self.wurk.redis)
+        try:
+            redis = self.wurk.redis
+        except ConfigError:
+            return
+        flag.count(redis)
