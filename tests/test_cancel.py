@@ -286,7 +286,7 @@ def test_a_removed_job_is_counted_in_its_batch(wurk: Wurk, r: Any) -> None:
     with batch.jobs():
         jid = recorded.perform_async("in-batch")
     assert cancel(jid) is True
-    status = batch.status()
+    status = batch.status
     assert status.pending == 0 and status.failures == 0
     assert json.loads(r.get(keys.STAT_CANCELLED) or b"0") == 1
 

@@ -176,6 +176,10 @@ STAT_CANCELLED = "stat:cancelled"
 #: The field of ``iteration_state`` that says a job is cancelled: epoch seconds (an integer,
 #: as text), written once (``HSETNX``), exactly as Sidekiq 7.3's ``Iterable#cancel!`` writes it.
 CANCELLED_FIELD = "cancelled"
+#: A field of ours in the same hash: set when a worker (or ``cancel``'s own recording of a
+#: removed job) ended the job cancelled, so a ``cancel`` whose look came after that still
+#: knows it found the job. Sidekiq reads only its own fields of the hash and ignores this one.
+CANCEL_ENDED_FIELD = "wurk-ended"
 #: How long an ``it-<jid>`` hash lives after its last write: Sidekiq's ``Iterable::STATE_TTL``
 #: (one month), so a Ruby iterable job and ours keep the flag as long.
 ITERATION_STATE_TTL = 30 * 24 * 3600

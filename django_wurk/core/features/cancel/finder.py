@@ -59,9 +59,9 @@ def cancel(jid: str, wurk: Wurk | None = None) -> bool:
     """
     engine = _engine(wurk)
     check_jid(jid)
-    flag.set_flag(engine.redis, jid)
+    done_before = flag.set_flag(engine.redis, jid)
     for kind in (api.ScheduledSet, api.RetrySet):
-        entry = kind(engine).find_job(jid)
+        entry = _in_set(kind(engine), jid)
         if entry is not None and entry.delete():
             settle(engine, entry.payload)
             return True
@@ -70,7 +70,22 @@ def cancel(jid: str, wurk: Wurk | None = None) -> bool:
         if record is not None and queue.delete_job(record):
             settle(engine, record.payload)
             return True
-    return fetched(engine, jid) or busy(engine, jid)
+    # Not found: it may have met the flag at its start, or stopped, while we looked (its
+    # worker marks that before it acknowledges the job, so it is marked by now).
+    if fetched(engine, jid) or busy(engine, jid):
+        return True
+    return not done_before and flag.ended(engine.redis, jid)
+
+
+def _in_set(sset: api.SortedSet, jid: str) -> api.SortedEntry | None:
+    """The entry of ``sset`` with this jid. ``find_job`` asks Redis to match the jid's text
+    (ZSCAN); a jid UTF-8 cannot encode (a lone surrogate from a ``\\ud800`` escape) is
+    compared on every entry instead."""
+    try:
+        jid.encode("utf-8")
+    except UnicodeEncodeError:
+        return next((e for e in sset.iterate() if e.jid == jid), None)
+    return sset.find_job(jid)
 
 
 def _matches(raw: bytes, jid: str, needle: bytes | None) -> bool:

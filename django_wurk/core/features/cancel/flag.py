@@ -35,14 +35,16 @@ def key(jid: str) -> bytes:
     return keys.iteration_state(jid).encode("utf-8", "surrogatepass")
 
 
-def set_flag(redis: Any, jid: str) -> None:
-    """Mark ``jid`` cancelled (the first cancel's time is kept) and stamp the hash's TTL."""
+def set_flag(redis: Any, jid: str) -> bool:
+    """Mark ``jid`` cancelled (the first cancel's time is kept) and stamp the hash's TTL;
+    returns whether it had already ended cancelled before (``ended``), read in the same step."""
     name = key(jid)
     pipe = redis.pipeline(transaction=True)
+    pipe.hexists(name, keys.CANCEL_ENDED_FIELD)
     pipe.hsetnx(name, keys.CANCELLED_FIELD, int(time.time()))
     pipe.expire(name, keys.ITERATION_STATE_TTL)
     try:
-        pipe.execute()
+        return bool(pipe.execute()[0])
     except ResponseError as exc:
         raise CancelError(
             f"cannot mark job {jid!r} cancelled: {keys.iteration_state(jid)!r} is not a hash ({exc})"
@@ -69,14 +71,26 @@ def which_set(redis: Any, jids: Sequence[str]) -> list[bool]:
     return [reply is True or reply == 1 for reply in replies]
 
 
-def count(redis: Any) -> None:
-    """Count one cancelled job in ``stat:cancelled`` and its daily twin (never raises)."""
+def ended(redis: Any, jid: str) -> bool:
+    """Whether a worker already ended ``jid`` cancelled (``count`` marked it)."""
+    try:
+        return bool(redis.hexists(key(jid), keys.CANCEL_ENDED_FIELD))
+    except ResponseError:
+        return False
+
+
+def count(redis: Any, jid: str | None = None) -> None:
+    """Count one cancelled job in ``stat:cancelled`` and its daily twin, and mark ``jid`` as
+    ended cancelled (``ended``); never raises."""
     day = keys.daily_stat("cancelled", time.strftime("%Y-%m-%d", time.gmtime()))
     try:
         pipe = redis.pipeline(transaction=False)
         pipe.incrby(keys.STAT_CANCELLED, 1)
         pipe.incrby(day, 1)
         pipe.expire(day, keys.DAILY_STAT_TTL)
-        pipe.execute()
+        if jid:
+            pipe.hset(key(jid), keys.CANCEL_ENDED_FIELD, int(time.time()))
+            pipe.expire(key(jid), keys.ITERATION_STATE_TTL)
+        pipe.execute(raise_on_error=False)
     except Exception as exc:  # a count is a report, never part of the job's outcome
         logger.warning("could not count a cancelled job in %s: %s", keys.STAT_CANCELLED, exc)

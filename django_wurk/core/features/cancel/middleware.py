@@ -157,4 +157,4 @@ class CancelServerMiddleware:
             redis = self.wurk.redis
         except ConfigError:
             return
-        flag.count(redis)
+        flag.count(redis, jid if isinstance(jid, str) else None)
