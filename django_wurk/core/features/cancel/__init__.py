@@ -15,7 +15,7 @@ from django_wurk.core.events import Process
 from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.features.cancel.current import CurrentJob, current_job
 from django_wurk.core.features.cancel.finder import cancel, settle
-from django_wurk.core.features.cancel.flag import CancelError, is_set
+from django_wurk.core.features.cancel.flag import CancelError
 from django_wurk.core.features.cancel.middleware import CancelServerMiddleware, RunningJobs
 from django_wurk.core.features.cancel.settings import CancelSettings
 from django_wurk.core.features.cancel.watcher import Watcher
@@ -64,5 +64,4 @@ __all__ = [
     "CurrentJob",
     "cancel",
     "current_job",
-    "is_set",
 ]
