@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django_wurk.core.features.cancel import flag
@@ -26,8 +27,9 @@ _running = threading.local()
 class CurrentJob:
     """The job this thread runs (see the module)."""
 
-    def __init__(self, redis: Any = None, jid: str = "") -> None:
-        self._redis = redis
+    def __init__(self, call: Callable[..., Any] | None = None, jid: str = "") -> None:
+        #: Sends one command on the job thread's own connection (``Line.call``).
+        self._call = call
         #: The job's id ("" outside a job).
         self.jid = jid
         self._cancelled = False
@@ -39,12 +41,12 @@ class CurrentJob:
     def cancelled(self) -> bool:
         """True once the job is cancelled (``django_wurk.cancel(jid)``, or Ruby's ``cancel!``):
         the job should stop now and return; it then ends cancelled, not succeeded."""
-        if not self._cancelled and self._redis is not None:
+        if not self._cancelled and self._call is not None:
             now = time.monotonic()
             if now - self._looked >= CHECK_EVERY:
                 self._looked = now
                 try:
-                    self._cancelled = flag.is_set(self._redis, self.jid)
+                    self._cancelled = flag.read(self._call, self.jid)
                 except Exception:  # Redis away: not known to be cancelled; the job goes on
                     self._cancelled = False
         if self._cancelled:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import ResponseError
@@ -52,9 +52,15 @@ def set_flag(redis: Any, jid: str) -> bool:
 
 
 def is_set(redis: Any, jid: str) -> bool:
-    """Whether ``jid`` is cancelled: one round trip (``HEXISTS``)."""
+    """Whether ``jid`` is cancelled: one round trip (``HEXISTS``) on a redis-py client."""
+    return read(redis.execute_command, jid)
+
+
+def read(call: Callable[..., Any], jid: str) -> bool:
+    """``is_set`` through ``call(*command)``: a thread's own ``Line.call`` on a job's start,
+    which sends one command and reads its reply with none of a client's pool and locks."""
     try:
-        return bool(redis.hexists(key(jid), keys.CANCELLED_FIELD))
+        return bool(call("HEXISTS", key(jid), keys.CANCELLED_FIELD))
     except ResponseError as exc:
         logger.warning("job %r: its cancel flag cannot be read (%s); taken as not cancelled", jid, exc)
         return False

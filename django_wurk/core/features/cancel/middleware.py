@@ -21,7 +21,6 @@ import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
@@ -43,50 +42,56 @@ logger = logging.getLogger("django_wurk.cancel")
 settling: contextvars.ContextVar[bool] = contextvars.ContextVar("wurk_cancel_settling", default=False)
 
 
-@dataclass(eq=False)
 class Entry:
-    """One job running in this process, from its start check to its thread's return."""
+    """One job running in this process, from its start check to its thread's return.
 
-    jid: str
-    thread: threading.Thread
-    job: Any
-    payload: Payload
-    handle: current.CurrentJob
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: The watcher saw the flag (monotonic time), once.
-    noticed: float | None = None
-    #: The timeouts' deadline entry this job was given when its grace was cut (``Deadlines.cut``).
-    cut: Any = None
-    #: Its thread is back: nothing more may be done to it.
-    left: bool = False
-    #: Given up on (blocked past its grace) and recorded for it: if its thread ever comes
-    #: back, it is not counted again.
-    settled: bool = False
+    Its state changes under its ``RunningJobs``' one lock (a job start is the hot path: no
+    lock of its own is made per job)."""
+
+    __slots__ = ("cut", "handle", "jid", "job", "left", "noticed", "payload", "settled", "thread")
+
+    def __init__(
+        self, jid: str, thread: threading.Thread, job: Any, payload: Payload, handle: current.CurrentJob
+    ) -> None:
+        self.jid = jid
+        self.thread = thread
+        self.job = job
+        self.payload = payload
+        self.handle = handle
+        #: The watcher saw the flag (monotonic time), once.
+        self.noticed: float | None = None
+        #: The timeouts' deadline entry this job was given when its grace was cut (``Deadlines.cut``).
+        self.cut: Any = None
+        #: Its thread is back: nothing more may be done to it.
+        self.left = False
+        #: Given up on (blocked past its grace) and recorded for it: if its thread ever comes
+        #: back, it is not counted again.
+        self.settled = False
 
 
 class RunningJobs:
     """The jobs of this process, by thread (one job per thread), for the watcher."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        #: Guards the table and every entry's state.
+        self.lock = threading.Lock()
         self._entries: dict[threading.Thread, Entry] = {}
 
     def enter(self, entry: Entry) -> None:
-        with self._lock:
+        with self.lock:
             self._entries[entry.thread] = entry
 
     def leave(self, entry: Entry, deadlines: Any) -> None:
-        with entry.lock:
+        with self.lock:
             entry.left = True
             cut, entry.cut = entry.cut, None
-        if cut is not None and deadlines is not None:
-            deadlines.leave(cut)
-        with self._lock:
             if self._entries.get(entry.thread) is entry:
                 del self._entries[entry.thread]
+        if cut is not None and deadlines is not None:
+            deadlines.leave(cut)
 
     def snapshot(self) -> list[Entry]:
-        with self._lock:
+        with self.lock:
             return list(self._entries.values())
 
 
@@ -99,9 +104,9 @@ class CancelServerMiddleware:
         #: The timeouts' ``Deadlines`` of this engine, or None (asked when needed).
         self.deadlines = deadlines
 
-    def _cancelled(self, jid: str) -> bool:
+    def _cancelled(self, jid: str, call: Callable[..., Any] | None = None) -> bool:
         try:
-            return flag.is_set(self.wurk.redis, jid)
+            return flag.read(call or self.wurk.lines.get().call, jid)
         except ConfigError:  # no Redis configured (an inline run): nothing can have cancelled it
             return False
         except (RedisError, OSError) as exc:
@@ -118,16 +123,16 @@ class CancelServerMiddleware:
         if not isinstance(jid, str) or not jid or not writes_to_redis(self.wurk):
             call_next()
             return
-        if self._cancelled(jid):
-            logger.info("job %r (%s) is cancelled: not running it", jid, payload.get("class"))
-            self._end(jid)
-            raise Cancelled("cancelled before it ran")
         try:
-            redis = self.wurk.redis
+            call = self.wurk.lines.get().call  # this thread's own connection: the cheapest round trip
         except ConfigError:  # no Redis configured (an inline run): nothing can cancel it
             call_next()
             return
-        handle = current.CurrentJob(redis, jid)
+        if self._cancelled(jid, call):
+            logger.info("job %r (%s) is cancelled: not running it", jid, payload.get("class"))
+            self._end(jid)
+            raise Cancelled("cancelled before it ran")
+        handle = current.CurrentJob(call, jid)
         entry = Entry(jid, threading.current_thread(), job, payload, handle)
         self.running.enter(entry)
         previous = current.enter(handle)
@@ -140,7 +145,7 @@ class CancelServerMiddleware:
         except WorkerSignal:
             raise  # the worker's own (shutdown, put back): not an outcome of the job
         except BaseException as exc:
-            if not (entry.noticed is not None or handle.seen or self._cancelled(jid)):
+            if not (entry.noticed is not None or handle.seen or self._cancelled(jid, call)):
                 raise
             if not entry.settled:
                 self._end(jid)

@@ -77,7 +77,7 @@ class Watcher:
     def notice(self, entry: Entry) -> None:
         """``entry`` is cancelled: tell the job, and have it stopped after the grace."""
         deadlines = self.deadlines()
-        with entry.lock:
+        with self.running.lock:
             if entry.left or entry.noticed is not None:
                 return
             entry.noticed = time.monotonic()
