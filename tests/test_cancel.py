@@ -320,3 +320,15 @@ def test_hostile_jids_and_payloads_through_cancel(wurk: Wurk, r: Any) -> None:
             assert "cancel: jid" in str(exc)
     assert before - r.llen("queue:default") == found
     assert r.zcard(keys.RETRY) == 0 and r.zcard(keys.DEAD) == 0
+
+
+def test_cancel_grace_is_checked_and_read_from_settings() -> None:
+    from django_wurk import Config
+    from django_wurk.core.config import ConfigError
+    from django_wurk.core.features import SETTINGS
+
+    for bad in (-1, float("nan"), "soon", True):
+        with pytest.raises(ConfigError, match="CANCEL_GRACE"):
+            CancelSettings(cancel_grace=bad)  # type: ignore[arg-type]
+    config = Config.from_mapping({"CANCEL_GRACE": "2.5"}, SETTINGS)
+    assert config.section(CancelSettings).cancel_grace == 2.5
