@@ -1,4 +1,4 @@
-"""Iterable jobs for Django projects: ``IterableJob`` and a queryset enumerator.
+"""Iterable jobs for Django projects: ``IterableJob`` and its enumerators (a queryset's here).
 
 See ``docs/iterable.md``.
 """
@@ -10,7 +10,15 @@ from typing import Any, TypeVar
 
 from django.db.models import Model, QuerySet
 
-from django_wurk.core.features.iterable import Interrupted, IterableJob, UnreadableIterationState, stopping
+from django_wurk.core.features.iterable import (
+    Interrupted,
+    IterableJob,
+    UnreadableIterationState,
+    csv_batches_enumerator,
+    csv_enumerator,
+    list_enumerator,
+    stopping,
+)
 
 M = TypeVar("M", bound=Model)
 
@@ -36,4 +44,13 @@ def queryset_enumerator(queryset: QuerySet[M], cursor: Any, batch_size: int = 10
             return
 
 
-__all__ = ["Interrupted", "IterableJob", "UnreadableIterationState", "queryset_enumerator", "stopping"]
+__all__ = [
+    "Interrupted",
+    "IterableJob",
+    "UnreadableIterationState",
+    "csv_batches_enumerator",
+    "csv_enumerator",
+    "list_enumerator",
+    "queryset_enumerator",
+    "stopping",
+]

@@ -46,7 +46,8 @@ def test_every_order_of_default_builds_the_same_engine() -> None:
         "encryption",
     ]
     assert expected[0] == ["encryption", "expiring", "batches"]
-    assert expected[2] == ["unique", "status"]  # a push the lock refuses is never "enqueued"
+    # A push the lock refuses is never collapsed, and one collapsed away is never "enqueued".
+    assert expected[2] == ["unique", "collapse", "status"]
     permutations = list(itertools.permutations(DEFAULT))
     for given in [*random.Random(22).sample(permutations, 400), tuple(reversed(DEFAULT))]:
         assert shape(Wurk(features=given)) == expected, [f.name for f in given]

@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from django_wurk import Batch, BatchStatus, Config, Wurk, job, limiter
 from django_wurk.api import unique_lock_owner
 from django_wurk.core.features.batches import BatchCallback
@@ -194,3 +196,44 @@ def test_iterable_x_unique_an_interrupted_job_keeps_its_lock_and_resumes(
         second.stop()
     assert runs("unique_walker") == list(range(200))  # resumed where it stopped: none twice
     assert wurk.redis.llen("queue:default") == 0
+
+
+# Debounce and throttle (``collapse``) ------------------------------------------------------------
+
+
+@job(debounce=2, collapse_key="pairs", retry=3, wire_name="pairs.debounced_limited")
+def debounced_limited(note: str) -> None:
+    with limiter.concurrent(SLOT, 1, wait_timeout=0).within_limit():
+        record("debounced_limited", note)
+
+
+def test_collapse_x_unique_they_cannot_meet_on_one_job() -> None:
+    """Both gates decide "is this push another copy"; a lock taken by a push the collapse then
+    replaces would name a jid that never runs, so the pair is refused where it is written."""
+    with pytest.raises(ValueError, match="debounce and unique_for cannot be used together"):
+        debounced_limited.set(unique_for=60)
+    with pytest.raises(ValueError, match="throttle and unique_for cannot be used together"):
+        sync_address.set(throttle=60)
+    assert sync_address.set(throttle=60, unique_for=False) is not None  # a forced push may
+
+
+def test_collapse_x_limiter_a_fired_burst_rate_limited_is_rescheduled_not_collapsed_again(
+    wurk: Wurk, r: Any, workers: Launcher
+) -> None:
+    """The limiter reschedules the fired job under its jid (a plain write, no gate): nothing
+    collapses it again, a push meanwhile starts a new burst, and each runs once."""
+    with limiter.concurrent(SLOT, 1, wait_timeout=0).within_limit():  # the only slot: taken
+        first = debounced_limited.perform_async("a")
+        assert debounced_limited.perform_async("b") == first  # one burst: "b" replaces "a"
+        wait_for(lambda: [(e["jid"], e.get("overrated")) for e in scheduled(r)] == [(first, 1)], timeout=30)
+        assert scheduled(r)[0]["args"] == ["b"]
+        second = debounced_limited.perform_async("c")  # the first burst fired: a new one
+        assert second not in (None, first)
+        # It fired too, and was rescheduled: both wait, each once, before the slot frees.
+        both = sorted([(first, 1), (second, 1)])
+        wait_for(lambda: sorted((e["jid"], e.get("overrated")) for e in scheduled(r)) == both, timeout=30)
+    # The slot is free, but holds one at a time: the one that lost the race is rescheduled
+    # again, so each pass makes the schedule due until both ran.
+    wait_for(lambda: make_due(r, "schedule") or sorted(runs("debounced_limited")) == ["b", "c"], timeout=60)
+    wait_for(lambda: r.zcard("schedule") == 0 and r.llen("queue:default") == 0)
+    assert sorted(runs("debounced_limited")) == ["b", "c"]

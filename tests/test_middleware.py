@@ -102,7 +102,7 @@ def test_a_middleware_with_payload_keys_runs_only_for_payloads_holding_one(wurk:
 def test_a_ruby_pushed_job_carrying_an_option_still_meets_its_middleware(wurk: Wurk, r: Any) -> None:
     from django_wurk.core.features.expiring.middleware import ExpiryServerMiddleware
 
-    assert ExpiryServerMiddleware.payload_keys == ("expires_at",)
+    assert ExpiryServerMiddleware.payload_keys == ("expires_at", "deadline_at")
     ran: list[Any] = []
     payload = {"class": "echo", "args": [1], "jid": "0" * 24, "queue": "default", "expires_at": 1.0}
     with wurk.server_middleware.preserved():

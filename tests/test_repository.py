@@ -132,8 +132,9 @@ def run_ci(tmp_path: Path, make: str, **env: str) -> tuple[subprocess.CompletedP
 
 
 PG = "postgres://postgres@127.0.0.1:5432/wurk"
-STAGE_1 = [
+STAGES_0_AND_1 = [
     "|||venv VENV=VENV6 PYTHON=BIN/python3.14",
+    "|||venv",
     "|||lint",
     "|||test PYTEST_WORKERS=0 PYTEST_ARGS=-m soak",
     '|||test PYTEST_ARGS=-m "not soak"',
@@ -141,35 +142,36 @@ STAGE_1 = [
 ]
 
 
-def test_ci_runs_every_pass_two_at_a_time_and_fails_when_a_pass_beside_fails(tmp_path: Path) -> None:
-    """Passes run two at a time to stay under 12 minutes; each must still run, with its own
-    server, and a failure in the pass run beside another must fail CI, not vanish in a log."""
-    # The PostgreSQL pass (run beside pass 1, after the soak) fails; everything else passes.
+def test_ci_runs_passes_beside_each_other_and_fails_when_a_pass_beside_fails(tmp_path: Path) -> None:
+    """Passes run beside each other to stay under 12 minutes; each must still run, with its own
+    server, and a failure in a pass run beside another must fail CI, not vanish in a log."""
+    # The PostgreSQL pass (run beside pass 1, after the lint) fails; everything else passes.
     proc, made = run_ci(tmp_path, 'if [ -n "$DATABASE_URL" ]; then echo "pg pass output"; exit 3; fi')
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "pg pass output" in proc.stdout
     assert "failed (exit 3)" in proc.stdout
-    assert sorted(made) == sorted(STAGE_1)
+    assert sorted(made) == sorted(STAGES_0_AND_1)
 
 
 def test_ci_runs_each_scope_in_its_pass_and_prints_every_pass_time(tmp_path: Path) -> None:
-    """Pass 1 runs everything; pass 2 the tests that talk to Redis, on a real one; pass 3 the
-    database's, on PostgreSQL; pass 4 Django's, on Django 6 (tests/conftest.py's scopes)."""
+    """Pass 1 runs everything; pass 3 the tests of transaction behaviour, on PostgreSQL; pass 2
+    the tests that talk to Redis or touch Django, once each, on a real Redis and Django 6
+    (tests/conftest.py's scopes)."""
     venv6 = tmp_path / "venv6"
     (venv6 / "bin").mkdir(parents=True)
-    stub(venv6 / "bin", "python", "echo Django 6.0")  # the stand-in for pass 4's interpreter
+    stub(venv6 / "bin", "python", "echo Django 6.0")  # the stand-in for pass 2's interpreter
     proc, made = run_ci(tmp_path, "true", CI_VENV6=str(venv6))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert sorted(made) == sorted(
         [
-            *STAGE_1,
-            '||django|test VENV=VENV6 PYTHON=BIN/python3.14 PYTEST_WORKERS=3 PYTEST_ARGS=-m "not soak"',
-            'redis://127.0.0.1:6379/15||redis|test PYTEST_WORKERS=3 PYTEST_ARGS=-m "not soak"',
+            *STAGES_0_AND_1,
+            "redis://127.0.0.1:6379/15||redis,django|test VENV=VENV6 PYTHON=BIN/python3.14 PYTEST_WORKERS=4 "
+            'PYTEST_ARGS=-m "not soak"',
         ]
     )
     times = proc.stdout[proc.stdout.index("=== times ===") :]
-    for name in ("lint", "pass 1 (everything, Valkey)", "pass 2 (Redis 7)", "pass 3 (PostgreSQL)",
-                 "pass 4 (Django 6)", "the soak", "the whole run"):  # fmt: skip
+    for name in ("venv", "lint", "pass 1 (everything, Valkey)", "pass 2 (Redis 7, Django 6)",
+                 "pass 3 (PostgreSQL)", "the soak", "the whole run"):  # fmt: skip
         assert f" s  {name}" in times, times
 
 
@@ -202,7 +204,7 @@ def test_the_database_scope_keeps_the_transaction_tests_and_drops_the_engine_onl
     transaction behaviour (they are the reason for the pass), and only tests that reach the DB."""
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_transaction.py", "tests/test_wire.py",
-         "tests/test_outbox.py"],
+         "tests/test_outbox.py", "tests/dashboard/test_pages.py", "tests/dashboard/test_actions.py"],
         cwd=ROOT,
         env={**os.environ, "WURK_TEST_SCOPE": "database"},
         capture_output=True,
@@ -212,12 +214,37 @@ def test_the_database_scope_keeps_the_transaction_tests_and_drops_the_engine_onl
     assert proc.returncode == 0, proc.stdout + proc.stderr
     collected = [line for line in proc.stdout.splitlines() if "::" in line]
     files = {line.split("::")[0] for line in collected}
-    assert files == {"tests/test_transaction.py", "tests/test_outbox.py"}
+    # The dashboard's pages reach the database only for the admin's session (pass 1 has them);
+    # its actions write the audit row in a savepoint, transaction behaviour.
+    assert files == {"tests/test_transaction.py", "tests/test_outbox.py", "tests/dashboard/test_actions.py"}
     every = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_transaction.py", "tests/test_outbox.py"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_transaction.py", "tests/test_outbox.py",
+         "tests/dashboard/test_actions.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )  # fmt: skip
     assert len(collected) == len([line for line in every.stdout.splitlines() if "::" in line])
+
+
+def test_scopes_joined_by_a_comma_run_their_union_once_and_an_unknown_one_is_refused() -> None:
+    """CI's pass on a real Redis and Django 6 runs ``redis,django``: the engine's tests and the
+    dashboard's, each once."""
+    files = ["tests/test_api_queues.py", "tests/dashboard/test_pages.py", "tests/test_wire.py"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *files],
+        cwd=ROOT, env={**os.environ, "WURK_TEST_SCOPE": "redis,django"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    collected = [line for line in proc.stdout.splitlines() if "::" in line]
+    assert {line.split("::")[0] for line in collected} == {
+        "tests/test_api_queues.py",
+        "tests/dashboard/test_pages.py",
+    }
+    assert len(collected) == len(set(collected))
+    wrong = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "tests/test_wire.py"],
+        cwd=ROOT, env={**os.environ, "WURK_TEST_SCOPE": "redis,djnago"}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert wrong.returncode != 0 and "expected one of database, django, redis" in wrong.stdout + wrong.stderr

@@ -66,7 +66,9 @@ def promoted_queue(payload: Payload) -> str:
 
 #: What a pusher may answer: the jids a gate refused at the moment of the write (see
 #: ``PushGate``). ``None`` (or empty) when every job was written, or when the write was
-#: deferred (a transaction's commit, the outage buffer) and nobody knows yet.
+#: deferred (a transaction's commit, the outage buffer) and nobody knows yet. A mapping
+#: (``writer.StandIns``) also names, for each refused jid, the job that stands for it (a
+#: throttle's holder, a debounce's burst), which the caller gets instead of ``None``.
 Refused = Collection[str] | None
 
 
@@ -309,7 +311,9 @@ class Client:
                     return None
                 refused = self.route(delivery)([prepared], at, delivery)
         jid: str = prepared["jid"]
-        return None if refused and jid in refused else jid
+        if not refused or jid not in refused:
+            return jid
+        return refused.get(jid) if isinstance(refused, Mapping) else None  # writer.StandIns
 
     def route(self, delivery: Delivery) -> Route:
         """The one decision of where a push goes, made once per ``push``/``push_bulk``.
@@ -390,39 +394,62 @@ class Client:
     def push_bulk(
         self,
         payloads: Sequence[Payload],
-        at: float | None = None,
+        at: float | Sequence[float | None] | None = None,
         batch_size: int = 1000,
         delivery: Delivery = NO_DELIVERY,
         owned: bool = False,
     ) -> list[str | None]:
         """Push many jobs, one pipeline per ``batch_size`` slice; jids in input order.
 
+        ``at``: one time for every job, or one per job (``None``: now), as Sidekiq 8's
+        ``push_bulk`` takes it. A slice is written in one round trip, its times included
+        (``Writer.push_timed``); routed elsewhere (a transaction's commit, a batch's block, a
+        testing mode) a slice of different times goes as one push per time.
         ``owned``: as for ``push``, the payloads were built for this push alone.
         """
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
+        if isinstance(at, Sequence) and len(at) != len(payloads):
+            raise ValueError(f"push_bulk: {len(at)} times for {len(payloads)} jobs (one 'at' per job)")
         delivery = with_shard(delivery)
         with on_shard(self.wurk, delivery):
             return self._push_bulk(payloads, at, batch_size, delivery, owned)
 
     def _push_bulk(
-        self, payloads: Sequence[Payload], at: float | None, batch_size: int, delivery: Delivery, owned: bool
+        self,
+        payloads: Sequence[Payload],
+        at: float | Sequence[float | None] | None,
+        batch_size: int,
+        delivery: Delivery,
+        owned: bool,
     ) -> list[str | None]:
         jids: list[str | None] = []
         push = self.route(delivery)
         prepare = self.prepare
+        each: Sequence[float | None] | None = at if isinstance(at, Sequence) else None
+        single: float | None = None if isinstance(at, Sequence) else at
         for start in range(0, len(payloads), batch_size):
-            ready: list[Payload] = []
             # One creation time per batch, as Sidekiq's push_bulk stamps it.
             created_at = wire.now_stamp(self.wurk.config.timestamps)
             first = len(jids)
             chunk = payloads[start : start + batch_size]
-            for payload, jid in zip(chunk, wire.new_jids(len(chunk)), strict=True):
-                prepared = prepare(payload, created_at, at, jid, owned)
+            times = each[start : start + batch_size] if each is not None else [single] * len(chunk)
+            # Jobs by the time they are pushed for, in order (one group when ``at`` is one time).
+            groups: dict[float | None, list[Payload]] = {}
+            for payload, jid, when in zip(chunk, wire.new_jids(len(chunk)), times, strict=True):
+                prepared = prepare(payload, created_at, when, jid, owned)
                 jids.append(prepared["jid"] if prepared is not None else None)
                 if prepared is not None:
-                    ready.append(prepared)
-            refused = push(ready, at, delivery)
-            if refused:
-                jids[first:] = [None if jid in refused else jid for jid in jids[first:]]
+                    groups.setdefault(when, []).append(prepared)
+            stands: dict[str, str | None] = {}
+            if len(groups) > 1 and push == self.wurk.writer.push:
+                # A time per job, written now: every time in one round trip, as Sidekiq's ZADD.
+                answers: list[Refused] = [self.wurk.writer.push_timed(list(groups.items()), delivery)]
+            else:
+                answers = [push(ready, when, delivery) for when, ready in groups.items()]
+            for refused in answers:
+                if refused:
+                    stands.update(refused if isinstance(refused, Mapping) else dict.fromkeys(refused))
+            if stands:
+                jids[first:] = [stands.get(jid) if jid in stands else jid for jid in jids[first:]]
         return jids

@@ -37,7 +37,16 @@ class PutBack(WorkerSignal):
     stat counted. A ``BaseException`` (through ``WorkerSignal``), so that middleware catching
     ``Exception`` does not record it as a failure either. Features subclass it with their
     own name and meaning (``django_wurk.iterable.Interrupted``).
+
+    ``behind=True`` puts the job behind the jobs already waiting in its queue instead (the
+    end fetched last), as Sidekiq's re-enqueue does: for a job that is not leaving because
+    the worker stops but because it has had its turn (an iterable job past its
+    ``max_iteration_runtime``), so the jobs that waited run before it goes on.
     """
+
+    def __init__(self, *args: object, behind: bool = False) -> None:
+        super().__init__(*args)
+        self.behind = behind
 
 
 class Cancelled(WorkerSignal):

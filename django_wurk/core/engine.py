@@ -24,7 +24,15 @@ from django_wurk.core.config import Config
 from django_wurk.core.connection import Redis, ThreadLines, connect
 from django_wurk.core.control import JobExit, WorkerSignal
 from django_wurk.core.events import Events
-from django_wurk.core.feature import Feature, FeatureOrderError, OptionCheck, Plug, order, unique_by_name
+from django_wurk.core.feature import (
+    Feature,
+    FeatureOrderError,
+    OptionCheck,
+    OptionsCheck,
+    Plug,
+    order,
+    unique_by_name,
+)
 from django_wurk.core.middleware import Chain
 from django_wurk.core.registry import Registry, registry
 from django_wurk.core.scripts import Scripts
@@ -102,6 +110,8 @@ class Wurk:
         #: The options the features read, with their checks (``core/job.py`` asks here).
         self.job_options: dict[str, OptionCheck] = {}
         self.delivery_options: dict[str, OptionCheck] = {}
+        #: The features' checks of a job's options together (``Feature.check_options``).
+        self.options_checks: list[OptionsCheck] = []
         self._config: Config | None = None
         self._loader: Callable[[], Config] | None = None
         #: Each shard's connections, by shard name, made on first use.
@@ -182,6 +192,7 @@ class Wurk:
             for event, listener in plugs[feature.name].events.items():
                 self.events.on(event, listener, owner=feature.name)
         self.job_options, self.delivery_options = job_options, delivery_options
+        self.options_checks = [f.check_options for f in everyone if f.check_options is not None]
         self._features = dict(chosen)
 
     # Configuration -------------------------------------------------------------------
@@ -246,7 +257,7 @@ class Wurk:
         gates = list(self.push_gates)
         events = self.events.snapshot()
         features = dict(self._features)
-        options = (self.job_options, self.delivery_options)
+        options = (self.job_options, self.delivery_options, self.options_checks)
         try:
             with ExitStack() as stack:
                 stack.enter_context(self.client_middleware.preserved())
@@ -259,7 +270,7 @@ class Wurk:
             self.push_gates[:] = gates
             self.events.restore(events)
             self._features = features
-            self.job_options, self.delivery_options = options
+            self.job_options, self.delivery_options, self.options_checks = options
             with self._lock:
                 self._drop_connections()
                 self._config, self._loader, self._shards = saved

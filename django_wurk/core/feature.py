@@ -8,7 +8,8 @@ nothing is installed by importing a module. A feature may give:
 * a push gate, run where new jobs are really written (``core/client.py``);
 * error, retry and death handlers;
 * listeners to the process's lifecycle events (``core/events.py``);
-* the job options and delivery options it reads, each with its check.
+* the job options and delivery options it reads, each with its check (and a check of
+  them together).
 
 What it plugs in is made by its ``build(wurk)``, once per engine, as one ``Plug``.
 
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 #: ``check(value, where)`` of an option: returns the value normalised, or raises
 #: ``ValueError`` naming ``where`` (the job or the ``set(...)`` call) and what is wrong.
 OptionCheck = Callable[[Any, str], Any]
+#: ``check(options, where)`` of a feature's options together (after each was checked alone):
+#: raises ``ValueError`` naming ``where`` and the options that cannot be used together.
+OptionsCheck = Callable[[Mapping[str, Any], str], None]
 
 
 class FeatureOrderError(ValueError):
@@ -107,6 +111,9 @@ class Feature:
     job_options: Mapping[str, OptionCheck] = field(default_factory=dict)
     #: Per-push options that say how to deliver a job, never stored in it.
     delivery_options: Mapping[str, OptionCheck] = field(default_factory=dict)
+    #: Checks a job's options together, when its class is defined and at ``set(...)``: the
+    #: combinations that cannot work (debounce with throttle) fail there, not at a push.
+    check_options: OptionsCheck | None = None
     #: The class of its own settings (a frozen dataclass; each field is a ``WURK`` key in lower
     #: case), read with the engine's by ``Config.from_mapping`` and through ``config.section``.
     settings: type[Any] | None = None

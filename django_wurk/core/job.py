@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -127,6 +128,13 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
     return out
 
 
+def check_together(options: Mapping[str, Any], where: str) -> None:
+    """The features' checks of the options together (``Feature.check_options``): a
+    combination that cannot work (debounce with throttle) fails where one bad value does."""
+    for check in wurk.options_checks:
+        check(options, where)
+
+
 def refuse_generator(fn: object, where: str) -> None:
     """A generator function's body runs only when iterated, which no worker does: refuse it
     now, rather than have every run count as a success without running."""
@@ -189,7 +197,9 @@ class Job:
         if cls.shard is not None:
             raw["shard"] = cls.shard
         raw.update(cls.options)
-        return validate_options(raw, where)
+        checked = validate_options(raw, where)
+        check_together(checked, where)
+        return checked
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__qualname__} must define perform()")
@@ -258,12 +268,87 @@ class Job:
         return default_setter(cast("type[Job]", cls)).perform_at(when, *args, **kwargs)
 
     @classmethod
-    def perform_bulk(cls, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
-        return default_setter(cls).perform_bulk(args_list, batch_size)
+    def perform_bulk(
+        cls,
+        args_list: Iterable[Sequence[Any]],
+        batch_size: int = 1000,
+        *,
+        at: When | Sequence[When] | None = None,
+        spread_interval: float | timedelta | None = None,
+    ) -> list[str | None]:
+        return default_setter(cls).perform_bulk(args_list, batch_size, at=at, spread_interval=spread_interval)
 
     @classmethod
     def perform_inline(cls: type[Performs[P]], *args: P.args, **kwargs: P.kwargs) -> Any:
         return default_setter(cast("type[Job]", cls)).perform_inline(*args, **kwargs)
+
+
+#: A time as ``perform_bulk(at=...)`` takes it: epoch seconds or an aware datetime.
+When = float | int | datetime
+
+#: Sidekiq's floor for ``spread_interval``: the scheduler looks about every 5 seconds.
+MIN_SPREAD = 5.0
+
+
+def epoch(value: Any, where: str) -> float:
+    """``value`` (epoch seconds, or an aware datetime) as epoch seconds, or ``ValueError``."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(f"{where} needs an aware datetime (naive times are ambiguous across servers)")
+        return value.timestamp()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{where} must be epoch seconds or an aware datetime, got {value!r}")
+    if value < ABSOLUTE_EPOCH_THRESHOLD:
+        raise ValueError(
+            f"{where} must be a time (epoch seconds, or an aware datetime), got {value!r}, which would be "
+            f"in 1970-2001; for a delay pass time.time() + seconds"
+        )
+    return float(value)
+
+
+def bulk_times(
+    at: When | Sequence[When] | None, spread_interval: float | timedelta | None
+) -> Callable[[int], list[float | None]] | None:
+    """``perform_bulk``'s ``at`` and ``spread_interval`` checked now (before any job is built),
+    as the times of ``n`` jobs once ``n`` is known; None: every job now. A time past is
+    ``None`` (pushed now)."""
+    if at is not None and spread_interval is not None:
+        raise ValueError("perform_bulk: give at or spread_interval, not both")
+    if spread_interval is not None:
+        spread = (
+            spread_interval.total_seconds() if isinstance(spread_interval, timedelta) else spread_interval
+        )
+        if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0 < spread < math.inf:
+            raise ValueError(f"perform_bulk: spread_interval must be seconds > 0, got {spread_interval!r}")
+        width = max(float(spread), MIN_SPREAD)
+
+        def spread_out(n: int) -> list[float | None]:
+            now = time.time()
+            return [now + random.random() * width for _ in range(n)]
+
+        return spread_out
+    if at is None:
+        return None
+    if isinstance(at, (str, bytes)) or (not isinstance(at, Sequence) and isinstance(at, Iterable)):
+        raise ValueError(f"perform_bulk: at must be a time or a list of times, got {at!r}")
+    if isinstance(at, Sequence):
+        if not at:
+            raise ValueError("perform_bulk: at is an empty list (one time per job, or one time for all)")
+        given = [epoch(value, f"perform_bulk: at[{i}]") for i, value in enumerate(at)]
+
+        def each(n: int) -> list[float | None]:
+            if n != len(given):
+                raise ValueError(f"perform_bulk: at has {len(given)} times for {n} jobs (one per job)")
+            now = time.time()
+            return [t if t > now else None for t in given]
+
+        return each
+    one = epoch(at, "perform_bulk: at")
+
+    def same(n: int) -> list[float | None]:
+        return [one if one > time.time() else None] * n
+
+    return same
 
 
 _call_shapes: dict[type[Job], CallShape] = {}
@@ -295,6 +380,8 @@ class Setter(Generic[P]):
         self.job_class = job_class
         where = f"{job_class.wire_name}.set()"
         self.options = {**job_class._defaults, **validate_options(options or {}, where)}
+        if options:
+            check_together(self.options, where)
         # Everything before "args" is the same for every push through this setter.
         head: Payload = {
             "retry": self.options.get("retry", True),
@@ -369,7 +456,23 @@ class Setter(Generic[P]):
             owned=True,
         )
 
-    def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
+    def perform_bulk(
+        self,
+        args_list: Iterable[Sequence[Any]],
+        batch_size: int = 1000,
+        *,
+        at: When | Sequence[When] | None = None,
+        spread_interval: float | timedelta | None = None,
+    ) -> list[str | None]:
+        """Push one job per item of ``args_list``, ``batch_size`` to a pipeline.
+
+        As Sidekiq 8's ``perform_bulk``: ``at`` schedules every job at one time, or each at
+        its own (a list as long as ``args_list``); ``spread_interval`` (seconds, at least 5)
+        schedules each at a random moment within that many seconds from now, so a large bulk
+        does not land on the workers at once. Times are epoch seconds or aware datetimes; a
+        time already past pushes that job now, as ``perform_at`` does.
+        """
+        when = bulk_times(at, spread_interval)
         payloads: list[Payload] = []
         append = payloads.append
         activejob = self.job_class.activejob
@@ -406,7 +509,10 @@ class Setter(Generic[P]):
             payload["args"] = args
             payload["class"] = name
             append(payload)
-        return wurk.client.push_bulk(payloads, batch_size=batch_size, delivery=self._delivery, owned=True)
+        times = when(len(payloads)) if when is not None else None
+        return wurk.client.push_bulk(
+            payloads, at=times, batch_size=batch_size, delivery=self._delivery, owned=True
+        )
 
     def perform_inline(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run now, in this thread, through both middleware chains and a JSON round trip."""
@@ -470,8 +576,17 @@ class JobFunction(Generic[P, R]):
     def perform_at(self, when: float | datetime, /, *args: P.args, **kwargs: P.kwargs) -> str | None:
         return default_setter(self.job_class).perform_at(when, *args, **kwargs)
 
-    def perform_bulk(self, args_list: Iterable[Sequence[Any]], batch_size: int = 1000) -> list[str | None]:
-        return default_setter(self.job_class).perform_bulk(args_list, batch_size)
+    def perform_bulk(
+        self,
+        args_list: Iterable[Sequence[Any]],
+        batch_size: int = 1000,
+        *,
+        at: When | Sequence[When] | None = None,
+        spread_interval: float | timedelta | None = None,
+    ) -> list[str | None]:
+        return default_setter(self.job_class).perform_bulk(
+            args_list, batch_size, at=at, spread_interval=spread_interval
+        )
 
     def perform_inline(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         return default_setter(self.job_class).perform_inline(*args, **kwargs)

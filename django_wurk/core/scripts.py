@@ -71,6 +71,8 @@ CELERY_RESTORE = Script.load("celery_restore")
 LIMITER = Script.load("limiter")
 LIMITER_SWEEP = Script.load("limiter_sweep")
 HISTORY_SNAPSHOT = Script.load("history_snapshot")
+DEBOUNCE = Script.load("debounce")
+THROTTLE_SLOT = Script.load("throttle_slot")
 
 ALL = (
     FETCH,
@@ -89,6 +91,8 @@ ALL = (
     LIMITER,
     LIMITER_SWEEP,
     HISTORY_SNAPSHOT,
+    DEBOUNCE,
+    THROTTLE_SLOT,
 )
 
 
@@ -228,15 +232,25 @@ class Scripts:
         args.append(member)
         return bool(self._run(BURY, (keys.DEAD, source), args))
 
-    def requeue(self, private: str | bytes, raw: bytes, payload: str | bytes, queue: str | bytes) -> bool:
-        """Move ``raw`` out of a private list to the tail of ``queue``, as ``payload``.
+    def requeue(
+        self,
+        private: str | bytes,
+        raw: bytes,
+        payload: str | bytes,
+        queue: str | bytes,
+        *,
+        behind: bool = False,
+    ) -> bool:
+        """Move ``raw`` out of a private list to the tail of ``queue`` (fetched next), as ``payload``;
+        ``behind`` the jobs waiting instead (the head, where a new job goes).
 
         False when ``raw`` was no longer there; WRONGTYPE when the queue's key is not a list.
         ``private`` and ``queue`` may be the exact bytes read from Redis (a name that is not
         UTF-8 must reach the same key, not a re-encoded one).
         """
         target = b"queue:" + queue if isinstance(queue, bytes) else keys.queue(queue)
-        return bool(self._run(REQUEUE, (private, target, keys.QUEUES), (raw, payload, "", queue, "", "")))
+        args = (raw, payload, "", queue, "", "", "1" if behind else "")
+        return bool(self._run(REQUEUE, (private, target, keys.QUEUES), args))
 
     def bury_fetched(
         self,
@@ -289,6 +303,29 @@ class Scripts:
         for _, jid, ttl in locks:
             args += (jid, ttl)
         reply: list[int | bytes] = self._run(UNIQUE_LOCK, script_keys, args)
+        return reply
+
+    # Debounce and throttle (debounce.lua, throttle_slot.lua) -------------------------
+
+    def debounce(self, jobs: Sequence[tuple[str, str, float, float, float, str]]) -> list[list[Any]]:
+        """Extend or start each ``(burst key, jid, wait, max_wait, not_before, body)`` burst, in
+        order; ``max_wait`` < 0 is none, ``body`` the payload's JSON without its jid and its
+        opening brace. Per job ``[jid it runs under, fire time, 1 extended / 0 new / 2 stray]``."""
+        script_keys: list[Any] = [keys.SCHEDULE]
+        args: list[Any] = []
+        for burst, jid, wait, max_wait, not_before, body in jobs:
+            script_keys.append(burst)
+            args += (jid, repr(float(wait)), repr(float(max_wait)), repr(float(not_before)), body)
+        reply: list[list[Any]] = self._run(DEBOUNCE, script_keys, args)
+        return reply
+
+    def throttle(self, jobs: Sequence[tuple[str, str, float]]) -> list[list[Any]]:
+        """Ask each ``(key prefix, jid, slot seconds)`` for its slot, in order; per job
+        ``[1, jid]`` admitted, ``[0, holder jid]`` refused, ``[2, jid]`` a stray key replaced."""
+        args: list[Any] = []
+        for _, jid, slot in jobs:
+            args += (jid, repr(float(slot)))
+        reply: list[list[Any]] = self._run(THROTTLE_SLOT, [prefix for prefix, _, _ in jobs], args)
         return reply
 
     # Batches (batch.lua) ----------------------------------------------------------------

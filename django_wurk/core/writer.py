@@ -53,17 +53,41 @@ class PushGate(Protocol):
     def __call__(self, payloads: list[Payload], at: float | None) -> list[Payload]: ...
 
 
+class Collapsed(list[Payload]):
+    """A gate's answer that also names, for jobs it dropped, the job that stands for each.
+
+    A throttled push is dropped because another job holds its slot, a debounced one because
+    the gate wrote it into its burst: either way the caller is answered the jid of that job
+    (``instead``: dropped jid -> standing jid), not ``None``.
+    """
+
+    def __init__(self, payloads: list[Payload], instead: dict[str, str]) -> None:
+        super().__init__(payloads)
+        self.instead = instead
+
+
+class StandIns(dict[str, str | None]):
+    """The jids the gates refused (``Refused``), each with the jid of the job that stands
+    for it, or ``None`` when none does (a unique job's duplicate)."""
+
+
 def admit(
     gates: Sequence[PushGate], payloads: Sequence[Payload], at: float | None
-) -> tuple[list[Payload], list[str]]:
+) -> tuple[list[Payload], Refused]:
     """Run ``payloads`` through every gate: (those that may be written, the jids refused)."""
     admitted = list(payloads)
+    instead: dict[str, str] = {}
     for gate in gates:
         admitted = gate(admitted, at)
+        if isinstance(admitted, Collapsed):
+            instead.update(admitted.instead)
     if len(admitted) == len(payloads):
         return admitted, []
     kept = {id(p) for p in admitted}
-    return admitted, [str(p.get("jid")) for p in payloads if id(p) not in kept]
+    refused = [str(p.get("jid")) for p in payloads if id(p) not in kept]
+    if not instead:
+        return admitted, refused
+    return admitted, StandIns((jid, instead.get(jid)) for jid in refused)
 
 
 class Kept:
@@ -180,12 +204,22 @@ class Writer:
             return self._write(payloads, at)
 
     def _write(self, payloads: Sequence[Payload], at: float | None) -> Refused:
-        refused: list[str] = []
+        commands, written, refused = self._commands(payloads, at)
+        if written:
+            self._send(commands, written)
+        return refused
+
+    def _commands(
+        self, payloads: Sequence[Payload], at: float | None
+    ) -> tuple[list[tuple[Any, ...]], int, Refused]:
+        """Through the gates, then Sidekiq's commands for what may be written: (the commands,
+        how many jobs they write, the jids the gates refused)."""
+        refused: Refused = []
         gates = self.wurk.push_gates
         if gates and payloads:
             payloads, refused = admit(gates, payloads, at)
         if not payloads:
-            return refused
+            return [], 0, refused
         config = self.wurk.config
         commands: list[tuple[Any, ...]] = []
         if at is None:
@@ -209,10 +243,16 @@ class Writer:
             for entry in wire.dumps_alike(payloads):
                 members += (score, entry)
             commands.append(("ZADD", keys.SCHEDULE, *members))
+        return commands, len(payloads), refused
+
+    def _send(self, commands: list[tuple[Any, ...]], written: int) -> None:
+        """Send ``commands`` (writing ``written`` jobs) in one round trip on this thread's Line,
+        with ``WAIT`` for ``PUSH_WAIT_REPLICAS`` when set."""
+        config = self.wurk.config
         replicas = config.push_wait_replicas
         if not replicas:
             self.wurk.lines.get().pipeline(commands)
-            return refused
+            return
         # WAIT on the same connection, in the same round trip: it returns once that many
         # replicas have every write sent before it (these pushes), or at the timeout.
         timeout = config.push_wait_timeout
@@ -222,12 +262,52 @@ class Writer:
             logger.warning(
                 "pushed %d job(s), but only %s of WURK['PUSH_WAIT_REPLICAS'] = %d replicas had them "
                 "within %s s: a failover now could lose them",
-                len(payloads),
+                written,
                 confirmed,
                 replicas,
                 timeout,
             )
-        return refused
+
+    # Jobs of several times at once ----------------------------------------------------
+
+    def push_timed(self, groups: Sequence[tuple[float | None, list[Payload]]], delivery: Delivery) -> Refused:
+        """``push`` for several groups of jobs, each with its own time, in one round trip: a
+        bulk push with a time per job (``perform_bulk(spread_interval=...)``), where a push
+        per time would cost a round trip each. Each group passes the gates as its own push;
+        the refusals of all come back together. Redis down: as ``push`` (each group kept)."""
+        if self.outage.size:
+            for at, payloads in groups:
+                self._keep(payloads, at, delivery, None)
+            return None
+        try:
+            shard = delivery.get("shard") if delivery else None
+            if shard is None:
+                return self._write_timed(groups)
+            with self.wurk.via(shard):
+                return self._write_timed(groups)
+        except (redis_exceptions.RedisError, OSError) as exc:
+            count = sum(len(payloads) for _, payloads in groups)
+            if not self.wurk.config.client_buffer:
+                where = redact_url(self.wurk.config.redis_url)
+                raise EnqueueError(f"could not push {count} job(s) to Redis at {where}: {exc}") from exc
+            logger.error("Redis is unreachable (%s); buffering pushes in memory", exc)
+            for at, payloads in groups:
+                self._keep(payloads, at, delivery, exc)
+            return None
+
+    def _write_timed(self, groups: Sequence[tuple[float | None, list[Payload]]]) -> Refused:
+        commands: list[tuple[Any, ...]] = []
+        written = 0
+        stands = StandIns()
+        for at, payloads in groups:
+            more, count, refused = self._commands(payloads, at)
+            commands += more
+            written += count
+            if refused:
+                stands.update(refused if isinstance(refused, StandIns) else dict.fromkeys(refused))
+        if written:
+            self._send(commands, written)
+        return stands
 
     def ready(self, jobs: list[tuple[Payload, float | None]]) -> list[tuple[Payload, float | None]]:
         """The jobs the gates let through (each group of one time asked once), in order, with

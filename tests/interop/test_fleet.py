@@ -300,6 +300,52 @@ def test_iterable_state_saved_here_resumes_in_ruby(
     wait_for(lambda: not r.exists(f"it-{jid}"), timeout=10)  # done: Ruby cleared our state
 
 
+class Watched(jobs.Hooked):
+    """``Hooked`` saving (and so reading the cancel) every 50 ms."""
+
+    checkpoint_interval = 0.05
+
+
+def hooked_events(r: Any) -> list[Any]:
+    return [json.loads(x) for x in r.lrange("seen:hooked", 0, -1)]
+
+
+@on(*NEWER)
+def test_sidekiqs_cancel_stops_our_iterable_job_and_ours_stops_theirs(
+    peer: Peer,
+    sidekiq: SidekiqProcess,
+    rb: Callable[..., Any],
+    wurk: Wurk,
+    r: Any,
+    ours: Callable[..., Launcher],
+) -> None:
+    ours()
+    jid = Watched.perform_async(500, 0.02)
+    assert jid is not None
+    wait_for(lambda: sum(isinstance(e, int) for e in hooked_events(r)) >= 3, timeout=20)
+    before = int(time.time())
+    assert before - 1 <= rb(op="cancel_iteration", jid=jid) <= time.time()  # Client#cancel!
+    wait_for(lambda: "complete" in hooked_events(r), timeout=20)
+    assert hooked_events(r)[-3:] == ["cancel", "stop", "complete"]
+    assert sum(isinstance(e, int) for e in hooked_events(r)) < 500
+    wait_for(lambda: not r.exists(f"it-{jid}"), timeout=10)
+    assert r.zcard("retry") == 0 and r.llen("queue:default") == 0
+    # Ours stops theirs: cancelled before it runs, the Ruby job does no item and clears the state.
+    # (Ruby's own cancel! of a job not yet started leaves no "c", and 7.3/8.0 then fail the job
+    # parsing the missing cursor: ours writes the first run's "null" beside the flag.)
+    theirs = wire.new_jid()
+    assert IterationState(wurk.redis, theirs).cancel() >= before
+    assert set(r.hgetall(f"it-{theirs}")) == {b"c", b"cancelled"} and r.hget(f"it-{theirs}", "c") == b"null"
+    wurk.redis.lpush(
+        "queue:ruby",
+        wire.dumps({"class": "Interop::Iterate", "queue": "ruby", "args": [["a", "b"]], "jid": theirs,
+                    "retry": True, "created_at": time.time(), "enqueued_at": time.time()}),
+    )  # fmt: skip
+    r.sadd("queues", "ruby")
+    wait_for(lambda: not r.exists(f"it-{theirs}") and r.llen("queue:ruby") == 0, timeout=20)
+    assert ruby_seen(r) == [] and r.zcard("retry") == 0
+
+
 @on(*NEWER)
 def test_sidekiq_8_milliseconds_and_our_float_seconds_in_one_fleet(
     peer: Peer, sidekiq: SidekiqProcess, rb: Callable[..., Any], r: Any, ours: Callable[..., Launcher]

@@ -11,6 +11,7 @@ class JobsAppConfig(AppConfig):
         from tests.jobsapp import (  # noqa: F401
             batch_jobs,
             celery_drain_tasks,
+            collapse_jobs,
             limiter_jobs,
             unique_jobs,
         )

@@ -8,10 +8,11 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django_wurk import Job, job, wurk
-from django_wurk.iterable import IterableJob
+from django_wurk.iterable import IterableJob, list_enumerator
 
 release = threading.Event()
 
@@ -268,6 +269,43 @@ class Walker(IterableJob):
 
     def on_complete(self, n: int, delay: float) -> None:
         record("walker-done", n)
+
+
+class Hooked(IterableJob):
+    """Walks ``range(n)`` (``list_enumerator``), recording in ``seen:hooked`` each item and
+    each hook: ``"start"``, ``"resume"``, ``["in", item]`` and ``["out", item]`` around an item,
+    ``"stop"``, ``"cancel"``, ``"complete"``. ``on_resume`` records ``["resume", echoes]``, the
+    number of ``echo`` jobs done by then (the max_iteration_runtime test reads it)."""
+
+    checkpoint_interval = 3600.0
+
+    def build_enumerator(self, n: int, delay: float, *, cursor: Any) -> Iterator[tuple[int, int]]:
+        return list_enumerator(list(range(n)), cursor)
+
+    def on_start(self, n: int, delay: float) -> None:
+        record("hooked", "start")
+
+    def on_resume(self, n: int, delay: float) -> None:
+        record("hooked", ["resume", wurk.redis.llen("seen:echo")])
+
+    @contextmanager
+    def around_iteration(self, item: int, n: int, delay: float) -> Iterator[None]:
+        record("hooked", ["in", item])
+        yield
+        record("hooked", ["out", item])
+
+    def each_iteration(self, item: int, n: int, delay: float) -> None:
+        record("hooked", item)
+        time.sleep(delay)
+
+    def on_stop(self, n: int, delay: float) -> None:
+        record("hooked", "stop")
+
+    def on_cancel(self, n: int, delay: float) -> None:
+        record("hooked", "cancel")
+
+    def on_complete(self, n: int, delay: float) -> None:
+        record("hooked", "complete")
 
 
 class OwnBaseException(BaseException):

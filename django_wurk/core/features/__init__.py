@@ -21,6 +21,7 @@ from django_wurk.core.feature import Feature
 from django_wurk.core.features import (
     batches,
     cancel,
+    collapse,
     encryption,
     expiring,
     limiters,
@@ -31,13 +32,15 @@ from django_wurk.core.features import (
 
 #: Outermost first: a rate-limited job is rescheduled before batches, unique or status see
 #: it succeed; batches count a job once unique released its lock (a callback may push it
-#: again); an expired job is skipped before status calls it running or a timeout starts;
-#: a cancelled job ends at its start inside what records its outcome, before a timeout
-#: starts; encryption opens the last argument for the job alone.
+#: again); a push is collapsed (debounce, throttle) after unique's gate dropped a duplicate
+#: and before status calls it enqueued; an expired job is skipped before status calls it
+#: running or a timeout starts; a cancelled job ends at its start inside what records its
+#: outcome, before a timeout starts; encryption opens the last argument for the job alone.
 DEFAULT: tuple[Feature, ...] = (
     limiters.FEATURE,
     batches.FEATURE,
     unique.FEATURE,
+    collapse.FEATURE,
     expiring.FEATURE,
     status.FEATURE,
     cancel.FEATURE,

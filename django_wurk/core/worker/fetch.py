@@ -84,8 +84,9 @@ class Fetch(Protocol):
     def requeue(self, units: list[UnitOfWork]) -> None:
         """At shutdown: put unfinished jobs back where they will be fetched next."""
 
-    def push_back(self, units: list[UnitOfWork]) -> int:
-        """Put these fetched jobs (only these) back where they will be fetched next."""
+    def push_back(self, units: list[UnitOfWork], behind: bool = False) -> int:
+        """Put these fetched jobs (only these) back where they will be fetched next, or
+        ``behind`` the jobs waiting in their queues (where a new job goes)."""
 
     def release(self) -> None:
         """The calling processor thread is ending: give back its connection."""
@@ -283,12 +284,15 @@ class BasicFetch:
     def requeue(self, units: list[UnitOfWork]) -> None:
         self.push_back(units)
 
-    def push_back(self, units: list[UnitOfWork]) -> int:
+    def push_back(self, units: list[UnitOfWork], behind: bool = False) -> int:
         if not units:
             return 0
         pipe = self.redis.pipeline(transaction=False)
         for unit in units:
-            pipe.rpush(keys.queue(unit.queue), unit.raw)
+            if behind:
+                pipe.lpush(keys.queue(unit.queue), unit.raw)
+            else:
+                pipe.rpush(keys.queue(unit.queue), unit.raw)
         pipe.execute()
         return len(units)
 
@@ -714,12 +718,12 @@ class ReliableFetch:
         lists = zip(self.private, pipe.execute(), strict=True)
         return [UnitOfWork(name, raw) for name, raws in lists for raw in raws]
 
-    def push_back(self, units: list[UnitOfWork]) -> int:
+    def push_back(self, units: list[UnitOfWork], behind: bool = False) -> int:
         """Move these jobs from our private lists back to their queues; each only if still there."""
-        return sum(self._move_back(self.private[unit.queue], unit.queue, unit.raw) for unit in units)
+        return sum(self._move_back(self.private[unit.queue], unit.queue, unit.raw, behind) for unit in units)
 
-    def _move_back(self, private: str, queue_name: str, raw: bytes) -> int:
-        return int(self.scripts.requeue(private, raw, raw, queue_name))
+    def _move_back(self, private: str, queue_name: str, raw: bytes, behind: bool = False) -> int:
+        return int(self.scripts.requeue(private, raw, raw, queue_name, behind=behind))
 
 
 def fetch_for(config: Config, redis: Redis, scripts: Scripts, identity: str) -> BasicFetch | ReliableFetch:

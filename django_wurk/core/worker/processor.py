@@ -227,11 +227,12 @@ class Processor:
         started = time.monotonic()
         try:
             execution.run()
-        except PutBack:
+        except PutBack as put_back:
             self._settle(work)  # an abandoned job's thread pushes nothing back either
             if log:
-                joblog.line("put back: runs again from its queue", (), context)
-            return self._put_back(unit)
+                where = "behind the jobs waiting" if put_back.behind else "at the head of its queue"
+                joblog.line("put back %s: runs again from there", (where,), context)
+            return self._put_back(unit, put_back.behind)
         except Cancelled:
             # Its outcome: done with, never retried (``core/control.py``); the middleware it
             # passed out through recorded it. Acknowledged like a success, counted as neither.
@@ -266,8 +267,10 @@ class Processor:
             joblog.line("done: %.3f sec", (elapsed / 1000,), context)
         return True
 
-    def _put_back(self, unit: UnitOfWork) -> bool:
-        """Put a job that raised ``PutBack`` back at the head of its queue; always False (no ack).
+    def _put_back(self, unit: UnitOfWork, behind: bool = False) -> bool:
+        """Put a job that raised ``PutBack`` back in its queue; always False (no ack).
+
+        At the head (fetched next), or ``behind`` the jobs waiting (``PutBack.behind``).
 
         With reliable fetch the move out of the private list is atomic; if Redis is down the
         job stays there and the stop's sweep pushes it back. With basic fetch the payload goes
@@ -284,7 +287,7 @@ class Processor:
             return False
 
         def push() -> bool:
-            self.fetch.push_back([unit])
+            self.fetch.push_back([unit], behind=behind)
             return False
 
         return self.outage.ride_out(push, time.monotonic() + max(self.wurk.config.timeout, 5.0), give_up)

@@ -2,9 +2,11 @@
 
 * Client middleware: a push whose payload has ``expires_in`` and no ``expires_at`` gets
   ``expires_at`` = its scheduled time (``at``), else now, + ``expires_in``. Stamped once:
-  a retry or a scheduled job promoted later keeps the deadline it was given.
+  a retry or a scheduled job promoted later keeps the deadline it was given. A payload with
+  ``deadline`` and no ``deadline_at`` gets ``deadline_at`` = now (the first push, whatever
+  its scheduled time) + ``deadline``, or the absolute time it names; stamped once the same way.
 * Server middleware: before every execution (a retry's too), a job whose ``expires_at``
-  has passed on this worker's clock is skipped: never run, and, since it returns like a
+  or ``deadline_at`` has passed on this worker's clock is skipped: never run, and, since it returns like a
   job that finished, acknowledged, counted as processed, and counted as a success by its
   batch (Sidekiq Pro's rule). ``stat:expired`` and its daily twin count it, and one log
   line says which job it was and how late.
@@ -28,7 +30,16 @@ from redis.exceptions import RedisError
 from django_wurk.core import keys, wire
 from django_wurk.core.client import writes_to_redis
 from django_wurk.core.feature import Plug
-from django_wurk.core.features.expiring.option import EXPIRES_AT, EXPIRES_IN, absent, deadline, duration
+from django_wurk.core.features.expiring.option import (
+    DEADLINE,
+    DEADLINE_AT,
+    EXPIRES_AT,
+    EXPIRES_IN,
+    absent,
+    deadline,
+    deadline_from,
+    duration,
+)
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
@@ -56,9 +67,10 @@ def _context(payload: Payload, queue: str) -> dict[str, Any]:
 
 
 class ExpiryClientMiddleware:
-    #: Acts only on a payload with ``expires_in``, to which it adds ``expires_at``.
-    client_keys = (EXPIRES_IN,)
-    adds_keys = frozenset({EXPIRES_AT})
+    #: Acts only on a payload with ``expires_in`` or ``deadline``, to which it adds
+    #: ``expires_at`` or ``deadline_at``.
+    client_keys = (EXPIRES_IN, DEADLINE)
+    adds_keys = frozenset({EXPIRES_AT, DEADLINE_AT})
 
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
@@ -79,41 +91,58 @@ class ExpiryClientMiddleware:
             else:
                 origin = deadline(payload.get("at")) or time.time()
                 payload[EXPIRES_AT] = float(origin + seconds)
+        given = payload.get(DEADLINE)
+        if not absent(given) and absent(payload.get(DEADLINE_AT)):
+            # From the first push, not the scheduled time: the whole job's limit, which a
+            # retry or a promotion (the stamp is there by then) never moves.
+            limit = deadline_from(given, time.time())
+            if limit is None:
+                ctx = _context(payload, queue)
+                logger.warning(
+                    "job %r (%s, queue %r) has deadline %s, not seconds > 0 or a time: it has no deadline",
+                    ctx["jid"], ctx["job_class"], queue, _short(given), extra=ctx,
+                )  # fmt: skip
+            else:
+                payload[DEADLINE_AT] = limit
         return call_next()
 
 
 class ExpiryServerMiddleware:
     #: A job without a deadline skips this middleware (see ``Chain.invoke``).
-    payload_keys = (EXPIRES_AT,)
+    payload_keys = (EXPIRES_AT, DEADLINE_AT)
 
     def __init__(self, wurk: Wurk) -> None:
         self.wurk = wurk
 
     def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        value = payload.get(EXPIRES_AT)
+        now = time.time()
+        for key, what in ((EXPIRES_AT, "expired"), (DEADLINE_AT, "passed its deadline")):
+            limit = self._limit(payload, key, queue)
+            if limit is not None and now > limit:
+                ctx = _context(payload, queue)
+                logger.info(
+                    "job %r (%s, queue %r) %s %.3f sec ago: skipped without running",
+                    ctx["jid"], ctx["job_class"], queue, what, now - limit, extra=ctx,
+                )  # fmt: skip
+                count_expired(self.wurk)
+                return
+        call_next()
+
+    def _limit(self, payload: Payload, key: str, queue: str) -> float | None:
+        """The payload's ``key`` as epoch seconds; None when absent or unreadable (logged:
+        the job runs as one without that limit)."""
+        value = payload.get(key)
         if absent(value):
-            call_next()
-            return
+            return None
         limit = deadline(value)
         if limit is None:
             ctx = _context(payload, queue)
             logger.warning(
-                "job %r (%s, queue %r) has expires_at %s, not epoch seconds: running it as a job "
+                "job %r (%s, queue %r) has %s %s, not epoch seconds: running it as a job "
                 "that does not expire",
-                ctx["jid"], ctx["job_class"], queue, _short(value), extra=ctx,
+                ctx["jid"], ctx["job_class"], queue, key, _short(value), extra=ctx,
             )  # fmt: skip
-            call_next()
-            return
-        now = time.time()
-        if now <= limit:
-            call_next()
-            return
-        ctx = _context(payload, queue)
-        logger.info(
-            "job %r (%s, queue %r) expired %.3f sec ago: skipped without running",
-            ctx["jid"], ctx["job_class"], queue, now - limit, extra=ctx,
-        )  # fmt: skip
-        count_expired(self.wurk)
+        return limit
 
 
 def count_expired(wurk: Wurk) -> None:

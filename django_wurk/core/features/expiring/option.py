@@ -14,7 +14,7 @@ that does not expire (saying so in the log) rather than guessing a time for it.
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django_wurk.core.job import ABSOLUTE_EPOCH_THRESHOLD
@@ -23,6 +23,11 @@ from django_wurk.core.job import ABSOLUTE_EPOCH_THRESHOLD
 EXPIRES_IN = "expires_in"
 #: The absolute deadline the client middleware writes: epoch seconds, a float.
 EXPIRES_AT = "expires_at"
+#: The job option: seconds from the first push (or an absolute time) after which the job,
+#: whatever its retries, is never started again.
+DEADLINE = "deadline"
+#: What the client middleware derives from it at the first push: epoch seconds, a float.
+DEADLINE_AT = "deadline_at"
 
 
 def duration(value: Any) -> int | float | None:
@@ -79,3 +84,40 @@ def deadline(value: Any) -> float | None:
 def absent(value: Any) -> bool:
     """Ruby's falsiness: ``nil`` and ``false`` mean the key is not set (never ``0``)."""
     return value is None or value is False
+
+
+def check_deadline(value: Any, where: str) -> int | float | None:
+    """The ``deadline`` option's check (at ``set()`` and at class definition).
+
+    Seconds (or a ``timedelta``) > 0 count from the first push; an aware ``datetime``, or a
+    number of seconds from 10^9 on (the engine's rule for ``perform_in``), is an absolute
+    time, stored as epoch seconds. ``None``: no deadline (``set(deadline=None)``).
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        if value.tzinfo is None:
+            raise ValueError(
+                f"{where}: deadline needs an aware datetime (naive times are ambiguous across servers), "
+                f"got {value!r}"
+            )
+        return value.timestamp()
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+        raise ValueError(
+            f"{where}: deadline must be seconds (or a timedelta) > 0 from the first push, or an aware "
+            f"datetime, got {value!r}"
+        )
+    return int(value) if float(value).is_integer() else float(value)
+
+
+def deadline_from(value: Any, now: float) -> float | None:
+    """A payload's ``deadline`` as the absolute ``deadline_at`` of a job first pushed ``now``,
+    or ``None`` when it cannot be one (another producer's value)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if value >= ABSOLUTE_EPOCH_THRESHOLD:
+        return deadline(value)
+    seconds = duration(value)
+    return None if seconds is None else float(now + seconds)

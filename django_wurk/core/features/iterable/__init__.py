@@ -6,6 +6,11 @@ goes and when the worker stops, so a restarted or recovered job picks up from th
 """
 
 from django_wurk.core.control import stopping
+from django_wurk.core.features.iterable.enumerators import (
+    csv_batches_enumerator,
+    csv_enumerator,
+    list_enumerator,
+)
 from django_wurk.core.features.iterable.job import Interrupted, IterableJob
 from django_wurk.core.features.iterable.state import IterationState, UnreadableIterationState, state_key
 
@@ -14,6 +19,9 @@ __all__ = [
     "IterableJob",
     "IterationState",
     "UnreadableIterationState",
+    "csv_batches_enumerator",
+    "csv_enumerator",
+    "list_enumerator",
     "state_key",
     "stopping",
 ]
