@@ -176,6 +176,8 @@ STAT_CANCELLED = "stat:cancelled"
 #: The field of ``iteration_state`` that says a job is cancelled: epoch seconds (an integer,
 #: as text), written once (``HSETNX``), exactly as Sidekiq 7.3's ``Iterable#cancel!`` writes it.
 CANCELLED_FIELD = "cancelled"
+#: The iterable-job cursor field of the same hash (JSON; ``null`` before the first run).
+ITERATION_CURSOR_FIELD = "c"
 #: A field of ours in the same hash: set when a worker (or ``cancel``'s own recording of a
 #: removed job) ended the job cancelled, so a ``cancel`` whose look came after that still
 #: knows it found the job. Sidekiq reads only its own fields of the hash and ignores this one.

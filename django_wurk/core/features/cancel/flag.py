@@ -41,6 +41,10 @@ def set_flag(redis: Any, jid: str) -> bool:
     name = key(jid)
     pipe = redis.pipeline(transaction=True)
     pipe.hexists(name, keys.CANCEL_ENDED_FIELD)
+    # A cursor for a job that never ran (kept if it has one): Ruby Sidekiq 7.3/8.0 fail an
+    # iterable job whose hash holds ``cancelled`` but no ``c`` (they parse the missing cursor
+    # as JSON) instead of cancelling it. Only iterable jobs read ``c``.
+    pipe.hsetnx(name, keys.ITERATION_CURSOR_FIELD, "null")
     pipe.hsetnx(name, keys.CANCELLED_FIELD, int(time.time()))
     pipe.expire(name, keys.ITERATION_STATE_TTL)
     try:

@@ -13,6 +13,9 @@ Each ``Cancelled`` passing out is counted once (``stat:cancelled``). Its place: 
 status, unique, batches and Celery's revoked record, which record the outcome as the job's
 (cancelled, lock released, counted for the batch, REVOKED); outside expiring, timeouts and
 encryption, so a cancelled job is neither counted expired nor has its argument opened.
+
+A job class that says ``cancels_itself`` (iterable jobs) is let through untouched: it reads
+the same flag itself and ends the way Sidekiq's iterable jobs do (its cancel hooks, then done).
 """
 
 from __future__ import annotations
@@ -120,7 +123,12 @@ class CancelServerMiddleware:
         if settling.get():
             self._end(jid)
             raise Cancelled("cancelled before it ran")
-        if not isinstance(jid, str) or not jid or not writes_to_redis(self.wurk):
+        if (
+            not isinstance(jid, str)
+            or not jid
+            or not writes_to_redis(self.wurk)
+            or getattr(job, "cancels_itself", False)  # iterable jobs: their own cancel, Sidekiq's way
+        ):
             call_next()
             return
         try:
