@@ -332,3 +332,23 @@ def test_cancel_grace_is_checked_and_read_from_settings() -> None:
             CancelSettings(cancel_grace=bad)  # type: ignore[arg-type]
     config = Config.from_mapping({"CANCEL_GRACE": "2.5"}, SETTINGS)
     assert config.section(CancelSettings).cancel_grace == 2.5
+
+
+@job(timeout=0.5, retry=3, track=True)
+def timed_and_blocked(marker: str) -> None:
+    wurk.redis.rpush("c:started", marker)
+    time.sleep(8)  # in C: neither TimedOut nor Cancelled lands
+
+
+def test_a_job_cancelled_after_its_timeout_fired_is_recorded_cancelled_not_retried(
+    wurk: Wurk, r: Any, graced: Launcher, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from django_wurk.core.features.timeouts import watchdog
+
+    monkeypatch.setattr(watchdog, "GRACE", 4.0)  # room for the cancel between TimedOut and the give-up
+    jid = timed_and_blocked.perform_async("t")
+    wait_for(lambda: ran(r, "c:started"))
+    wait_for(lambda: "its timeout of 0.5 s" in caplog.text)  # TimedOut raised, not landed
+    assert cancel(jid) is True
+    wait_for(lambda: (s := JobStatus.get(jid)) is not None and s.state == "cancelled", timeout=4.0 + MARGIN)
+    assert traces(r) == (0, 0, 0)

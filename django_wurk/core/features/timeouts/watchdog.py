@@ -132,9 +132,10 @@ class Deadlines:
     ) -> Running | None:
         """Stop the job ``thread`` runs ``within`` seconds from now with ``error`` (a cancel).
 
-        A job already in the table (it has a timeout) gets the earlier deadline and ``error``,
-        unless ``TimedOut`` was already raised in it; any other job is entered, and that entry
-        is returned: whoever cut it must ``leave`` it when the job's thread is back.
+        A job already in the table (it has a timeout) gets the earlier deadline and ``error``
+        (if ``TimedOut`` was already raised in it, only ``error``, for the record should it be
+        given up on); any other job is entered, and that entry is returned: whoever cut it
+        must ``leave`` it when the job's thread is back.
         """
         at = time.monotonic() + within
         with self._lock:
@@ -145,8 +146,11 @@ class Deadlines:
                 self._running[thread] = entry
                 return entry
         with entry.lock:
-            if not entry.left and entry.fired is None and not entry.abandoned:
-                entry.deadline = min(entry.deadline, at)
+            if not entry.left and not entry.abandoned:
+                if entry.fired is None:
+                    entry.deadline = min(entry.deadline, at)
+                # Already told to stop (``TimedOut``): if it is given up on, it is recorded as
+                # ``error`` all the same, never as a failure to retry.
                 entry.error, entry.reason, entry.on_abandon = error, reason, on_abandon
         return None
 
