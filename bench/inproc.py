@@ -9,6 +9,7 @@ stop cancelled out.
 
     .venv/bin/python bench/inproc.py callgrind              # per-job instructions, -v 0 and -v 1
     .venv/bin/python bench/inproc.py callgrind --log on     # only with the per-job log lines
+    .venv/bin/python bench/inproc.py callgrind --priority 5 # every job at priority 5 (queue:default@5)
     .venv/bin/python bench/inproc.py ab --tree /tmp/base    # wall-clock A/B, this tree against another
     .venv/bin/python bench/inproc.py ab --tree /tmp/base --runwurk --log on   # the same with runwurk -P 1
     .venv/bin/python bench/inproc.py drain --url URL --jobs N [--log]   # one drain (what the above run)
@@ -91,14 +92,18 @@ def _server() -> object:
     return server
 
 
-def _fill(url: str, jobs: int) -> None:
-    """Queue noop jobs as the bench's client does (a bulk push), outside the measured process."""
+def _fill(url: str, jobs: int, priority: int = 0) -> None:
+    """Queue noop jobs as the bench's client does (a bulk push), outside the measured process;
+    with a ``priority``, into the default queue's list of that priority (docs/priority.md)."""
     import redis
 
     r = redis.Redis.from_url(url)
     r.flushall()
     env = dict(os.environ, WURK_REDIS_URL=url, BENCH_REDIS_URL=url, PYTHONPATH=str(ROOT))
     code = f"from bench.benchapp.client import push_bulk; push_bulk('noop', [()] * {jobs})"
+    if priority:
+        code = "from bench.benchapp.client import JOBS; "
+        code += f"JOBS['noop'].set(priority={priority}).perform_bulk([()] * {jobs})"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
 
 
@@ -128,8 +133,10 @@ def _runwurk(url: str, jobs: int, log: bool, tree: Path, concurrency: int) -> di
     return {"jobs": jobs, "rate": jobs / span, "cpu_us_per_job": float("nan")}
 
 
-def _run(url: str, jobs: int, log: bool, tree: Path, concurrency: int, valgrind: bool) -> tuple[dict, int]:
-    _fill(url, jobs)
+def _run(
+    url: str, jobs: int, log: bool, tree: Path, concurrency: int, valgrind: bool, priority: int = 0
+) -> tuple[dict, int]:
+    _fill(url, jobs, priority)
     env = dict(os.environ, PYTHONPATH=f"{tree}{os.pathsep}{ROOT}", PYTHONHASHSEED="0")
     cmd = [sys.executable, str(ROOT / "bench" / "inproc.py"), "drain", "--url", url, "--jobs", str(jobs)]
     cmd += ["--concurrency", str(concurrency)] + (["--log"] if log else [])
@@ -153,8 +160,8 @@ def callgrind(args: argparse.Namespace) -> None:
         for log in {"off": [False], "on": [True], "both": [False, True]}[args.log]:
             counts = []
             for _ in range(args.repeat):
-                _, a = _run(server.url, small, log, args.tree, args.concurrency, True)  # type: ignore[attr-defined]
-                _, b = _run(server.url, large, log, args.tree, args.concurrency, True)  # type: ignore[attr-defined]
+                _, a = _run(server.url, small, log, args.tree, args.concurrency, True, args.priority)  # type: ignore[attr-defined]
+                _, b = _run(server.url, large, log, args.tree, args.concurrency, True, args.priority)  # type: ignore[attr-defined]
                 counts.append((b - a) / (large - small))
             print(
                 f"logging {'on ' if log else 'off'}: {statistics.median(counts):,.0f} instructions per job"
@@ -213,6 +220,8 @@ def main() -> None:
         p.add_argument("--tree", type=Path, default=ROOT)
         p.add_argument("--repeat", type=int, default=1 if name == "callgrind" else 6)
         p.add_argument("--concurrency", type=int, default=10)
+        if name == "callgrind":
+            p.add_argument("--priority", type=int, default=0, help="push every job at this priority")
         if name == "ab":
             p.add_argument(
                 "--runwurk", action="store_true", help="drain with runwurk -P 1, not in this process"

@@ -16,7 +16,7 @@ from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
 from django_wurk.core.features.cancel import CancelError, CurrentJob, cancel, current_job
 from django_wurk.core.features.encryption import EncryptionError
 from django_wurk.core.features.status import current_status
-from django_wurk.core.features.timeouts import TimedOut
+from django_wurk.core.features.timeouts import SoftTimedOut, TimedOut
 from django_wurk.core.job import Job, JobFunction, Setter, job
 from django_wurk.core.version import __version__
 from django_wurk.core.wire import TimestampStyle
@@ -53,6 +53,7 @@ __all__ = [
     "QueueSpec",
     "Setter",
     "ShardMismatch",
+    "SoftTimedOut",
     "TimedOut",
     "TimestampStyle",
     "UnknownJobError",

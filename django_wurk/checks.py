@@ -236,6 +236,57 @@ def check_celery_beat(app_configs: Any = None, **kwargs: Any) -> list[CheckMessa
     return found
 
 
+#: ``CELERY_*`` settings something else reads, or whose value is what happens here anyway.
+CELERY_HANDLED = {
+    "broker_url": None,  # wurk_drain_celery's old broker
+    "broker_transport_options": None,  # the drain's too
+    "result_backend": None,  # results are written in Celery's Redis layout into wurk's Redis
+    "enable_utc": True,
+    "task_serializer": "json",
+    "result_serializer": "json",
+    "accept_content": ("json", "application/json"),
+    "result_accept_content": ("json", "application/json"),
+}
+
+
+def _handled(key: str, value: Any) -> bool:
+    if key not in CELERY_HANDLED:
+        return False
+    expected = CELERY_HANDLED[key]
+    if expected is None:
+        return True
+    if isinstance(expected, tuple):
+        return isinstance(value, (list, tuple, set, frozenset)) and all(v in expected for v in value)
+    return bool(value == expected)
+
+
+@register("wurk")
+def check_celery_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    """W006: a ``CELERY_*`` setting the Celery layer does not read (``CELERY_TASK_ANNOTATIONS``,
+    ``CELERY_WORKER_CONCURRENCY``...), or a value it cannot honour (a pickle serializer). Left in
+    settings after the import swap, it would look configured and do nothing."""
+    from django.conf import settings
+
+    names = sorted(n for n in dir(settings) if n.startswith("CELERY_"))
+    if not names:
+        return []
+    try:
+        from django_wurk.celery.task import DEFAULTS
+    except ImportError:  # the celery extra (kombu) is not installed: nothing reads them at all
+        return []
+    return [
+        Warning(
+            f"{name} is not read by django_wurk.celery: it has no effect here",
+            hint="docs/migrate-from-celery.md says what each Celery setting and option maps to;"
+            " remove it once Celery is gone, or silence django_wurk.W006 until then.",
+            id="django_wurk.W006",
+        )
+        for name in names
+        if name[len("CELERY_") :].lower() not in DEFAULTS
+        and not _handled(name[len("CELERY_") :].lower(), getattr(settings, name))
+    ]
+
+
 @register("wurk")
 def check_observability(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """The health port needs prometheus-client and tracing opentelemetry-api: said at start-up,

@@ -13,8 +13,8 @@ the engine's. Django's result model has four states, so a run waiting in the sch
 retry set is READY (with ``errors`` and ``attempts`` filled in), a running one RUNNING,
 and one that died, was discarded or had retries off FAILED.
 
-Decisions: ``priority`` has no honest equivalent in Sidekiq's FIFO queues, so the backend
-reports it unsupported (Django then refuses a non-zero priority). Sidekiq options
+Decisions: a task's ``priority`` (-100...100, Django's range) is the job's priority inside
+its queue (docs/priority.md): higher runs first, 0 is written exactly as before. Sidekiq options
 (``retry``, ``retry_for``, ``retry_queue``, ``dead``, ``backtrace``, ``tags``) are given as
 ``@task(...)`` keyword arguments (Django 6.1+ and the backport forward them) or as
 backend ``OPTIONS`` defaults in upper case.
@@ -268,7 +268,7 @@ class WurkBackend(BaseTaskBackend):
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    supports_priority = False
+    supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
@@ -284,6 +284,8 @@ class WurkBackend(BaseTaskBackend):
         options = dict(self.defaults)
         options.update({k: getattr(task, k) for k in SIDEKIQ_OPTIONS if getattr(task, k, None) is not None})
         options["queue"] = task.queue_name
+        if task.priority:
+            options["priority"] = task.priority
         if not self.on_commit:
             options["on_commit"] = False
         setter: Setter[...] = Setter(registry.resolve(task.module_path) or TaskJob, options)

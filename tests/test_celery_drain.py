@@ -146,7 +146,9 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     plain = add.delay(1, 2)
     # Due well after the drain, however slow the machine: a job already due is pushed at once.
     rich = add.apply_async((when, Decimal("1.50")), {"token": token}, countdown=COUNTDOWN, expires=3600)
-    sent = celery_app.send_task("legacy.add", args=[5], kwargs={"b": 6}, retries=2)
+    sent = celery_app.send_task(
+        "legacy.add", args=[5], kwargs={"b": 6}, retries=2, time_limit=30, soft_time_limit=20
+    )
     unknown = celery_app.send_task("legacy.gone", args=[7])
     etas = {m.id: m.eta for m in map(decode, broker.lrange("celery", 0, -1))}
 
@@ -159,6 +161,9 @@ def test_every_message_becomes_one_job_and_the_workers_run_them(
     assert found[plain.id]["class"] == "legacy.add"
     assert found[plain.id]["args"] == [1, 2]
     assert found[sent.id]["args"] == [5] and found[sent.id]["kwargs"] == {"b": 6}
+    # Celery's timelimit header became the job's time limits; a message without one sets none.
+    assert (found[sent.id]["timeout"], found[sent.id]["soft_timeout"]) == (30, 20)
+    assert "timeout" not in found[plain.id] and "soft_timeout" not in found[plain.id]
     scheduled = {json.loads(m)["jid"]: s for m, s in r.zrange("schedule", 0, -1, withscores=True)}
     assert list(scheduled) == [rich.id]  # the countdown became a scheduled job, at Celery's ETA
     eta = dt.datetime.fromisoformat(str(etas[rich.id]))
@@ -298,13 +303,14 @@ def test_kill_9_mid_way_loses_nothing_and_pushes_nothing_twice(
     assert skipped in (0, 1)
 
 
-def test_protocol_1_messages_are_moved_and_callbacks_and_chords_are_kept_in_the_dead_set(
+def test_protocol_1_messages_and_plain_callbacks_are_moved_and_chords_kept_in_the_dead_set(
     wurk: Wurk, r: Any, broker: redis_lib.Redis, broker_url: str, celery_app: Any
 ) -> None:
     from celery import Celery, chain, group
 
     add = celery_app.legacy_add
-    linked = add.apply_async((1, 2), link=add.si(3, 4))
+    linked = add.apply_async((1, 2), link=add.si(3, 4), link_error=add.s())
+    grouped = add.apply_async((1, 2), link=group(add.si(1, 1), add.si(2, 2)))
     # Celery sends chords only with a result backend; a group inside a chain is one.
     # An in-memory backend: a Redis one's AsyncResults unsubscribe when collected, which
     # reconnected to this broker long after it stopped, inside later tests (20 s of retries,
@@ -316,16 +322,21 @@ def test_protocol_1_messages_are_moved_and_callbacks_and_chords_are_kept_in_the_
             first = first.parent
         chord_start = first.id
     celery_app.conf.task_protocol = 1
-    old = add.apply_async((9,), {"b": 10, "c": 11}, countdown=60)
+    old = add.apply_async((9,), {"b": 10, "c": 11}, countdown=60, link=add.si(5))
 
     tally = drain(wurk, broker_url)
 
-    assert (tally.moved, tally.dead) == (1, 2)
+    assert (tally.moved, tally.dead) == (2, 2)
     assert jobs(r)[old.id]["args"] == [9] and jobs(r)[old.id]["kwargs"] == {"b": 10, "c": 11}
     assert r.zscore("schedule", r.zrange("schedule", 0, -1)[0]) > dt.datetime.now(dt.UTC).timestamp() + 30
+    # Plain callbacks became the job's link and link_error (protocol 2's embed, protocol 1's body).
+    moved = jobs(r)[linked.id]
+    assert [(s["task"], s["args"], s["immutable"]) for s in moved["link"]] == [("legacy.add", [3, 4], True)]
+    assert [(s["task"], s["immutable"]) for s in moved["link_error"]] == [("legacy.add", False)]
+    assert [(s["task"], s["args"]) for s in jobs(r)[old.id]["link"]] == [("legacy.add", [5])]
     assert [e["error_class"] for e in dead(r)] == ["UnsupportedCeleryWorkflow"] * 2
     messages = " ".join(e["error_message"] for e in dead(r))
-    assert linked.id in messages and "callbacks" in messages
+    assert grouped.id in messages and "callbacks" in messages and "group" in messages
     assert chord_start in messages and "chord" in messages
     assert broker_lists(broker) == {}
 

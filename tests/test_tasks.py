@@ -153,9 +153,14 @@ def test_each_signal_fires_once_with_its_status(wurk: Wurk, worker: Launcher) ->
     assert ours.index(("started", "RUNNING")) < ours.index(("finished", "SUCCESSFUL"))
 
 
-def test_priority_is_reported_unsupported_and_unknown_results_do_not_exist(wurk: Wurk) -> None:
+def test_a_tasks_priority_orders_it_in_its_queue_and_unknown_results_do_not_exist(wurk: Wurk, r: Any) -> None:
+    result = tasks.add.using(priority=10).enqueue(1, 2)
+    tasks.add.enqueue(3, 4)  # priority 0: its queue's own list, as before priorities
+    [payload] = [json.loads(x) for x in r.lrange("queue:default@10", 0, -1)]
+    assert payload["jid"] == result.id and payload["priority"] == 10 and payload["queue"] == "default"
+    assert "priority" not in json.loads(r.lindex("queue:default", 0))
     with pytest.raises(InvalidTaskError, match="priority"):
-        tasks.add.using(priority=10)
+        tasks.add.using(priority=101)  # Django's own range check
     with pytest.raises(TaskResultDoesNotExist):
         tasks.add.get_result("0" * 24)
 

@@ -292,3 +292,46 @@ def test_a_job_blocked_in_a_second_capsule_is_given_up_on_by_that_capsule(
         wait_for(lambda: r.llen("t:quick") == 1, timeout=10)
     finally:
         worker.stop()
+
+
+# soft_timeout ---------------------------------------------------------------------------------
+
+from django_wurk.core.features.timeouts import SoftTimedOut  # noqa: E402
+
+
+@job(soft_timeout=0.3, timeout=5, retry=0)
+def soft_then_done(marker: str) -> None:
+    try:
+        while True:
+            time.sleep(0.01)
+    except SoftTimedOut as exc:
+        wurk.redis.rpush("t:soft", f"{marker} {type(exc).__name__} {exc}")
+
+
+@job(soft_timeout=0.3, retry=0)
+def soft_uncaught(marker: str) -> None:
+    while True:
+        time.sleep(0.01)
+
+
+def test_a_soft_timeout_is_raised_once_inside_and_the_job_may_finish(
+    wurk: Wurk, r: Any, workers: Launcher
+) -> None:
+    soft_then_done.perform_async("s")
+    wait_for(lambda: r.llen("t:soft") == 1)
+    assert r.lrange("t:soft", 0, -1) == [b"s SoftTimedOut the job ran longer than its soft timeout of 0.3 s"]
+    wait_for(lambda: int(r.get("stat:processed") or 0) == 1)
+    assert r.zcard("dead") == 0 and r.zcard("retry") == 0
+
+
+def test_an_uncaught_soft_timeout_fails_the_job(wurk: Wurk, r: Any, workers: Launcher) -> None:
+    soft_uncaught.perform_async("u")
+    wait_for(lambda: r.zcard("dead") == 1, timeout=10)
+    assert json.loads(r.zrange("dead", 0, -1)[0])["error_class"] == "SoftTimedOut"
+
+
+def test_soft_timeout_is_checked_and_carried(wurk: Wurk, r: Any) -> None:
+    with pytest.raises(ValueError, match="soft_timeout must be seconds"):
+        soft_uncaught.set(soft_timeout=-1)
+    soft_uncaught.set(soft_timeout=timedelta(seconds=2)).perform_async("c")
+    assert json.loads(r.lindex("queue:default", 0))["soft_timeout"] == 2

@@ -15,13 +15,27 @@ It imports nothing from Django; the Django app imports the ``tasks`` modules tha
 ``app.autodiscover_tasks()`` asks for.
 """
 
+from django_wurk.celery import builtins as _builtins  # noqa: F401 (defines celery.map, celery.starmap)
 from django_wurk.celery import states
-from django_wurk.celery.canvas import GroupResult, Signature, chain, chord, group, signature, subtask
+from django_wurk.celery.canvas import (
+    GroupResult,
+    Signature,
+    chain,
+    chord,
+    chunks,
+    group,
+    signature,
+    subtask,
+    xmap,
+    xstarmap,
+)
 from django_wurk.celery.exceptions import (
     MaxRetriesExceededError,
     RemoteTaskError,
     Retry,
+    SoftTimeLimitExceeded,
     TaskRevokedError,
+    TimeLimitExceeded,
     TimeoutError,
     UnsupportedOptionWarning,
 )
@@ -38,12 +52,15 @@ __all__ = [
     "Request",
     "Retry",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Task",
     "TaskRevokedError",
+    "TimeLimitExceeded",
     "TimeoutError",
     "UnsupportedOptionWarning",
     "chain",
     "chord",
+    "chunks",
     "current_app",
     "group",
     "lookup",
@@ -51,4 +68,6 @@ __all__ = [
     "signature",
     "states",
     "subtask",
+    "xmap",
+    "xstarmap",
 ]

@@ -6,14 +6,19 @@ A ``Signature`` is a dict, as in Celery (``task``, ``args``, ``kwargs``, ``optio
 the signature is serialised, like any task argument.
 
 ``chain`` carries its remaining steps in the job's payload; ``group`` is a batch; ``chord``
-is a batch whose ``success`` callback calls the body with the header's results.
+is a batch whose ``success`` callback calls the body with the header's results. ``link`` and
+``link_error`` callbacks ride in the payload as a chain's rest does (``LINK_KEY``,
+``LINK_ERROR_KEY``); ``map``, ``starmap`` and ``chunks`` are signatures of the built-in
+``celery.map``/``celery.starmap`` tasks (``django_wurk.celery.builtins``), as in Celery.
 """
 
 from __future__ import annotations
 
+import inspect
+import itertools
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django_wurk.celery import codec
@@ -112,6 +117,20 @@ class Signature(dict[str, Any]):
         self["options"] = {**self.options, **options}
         return self
 
+    def link(self, callback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``callback`` with this task's return value when it succeeds (Celery's ``link``)."""
+        self["options"] = {**self.options, "link": [*_as_list(self.options.get("link")), callback]}
+        return callback
+
+    def link_error(self, errback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``errback`` when this task fails (Celery's ``link_error``)."""
+        self["options"] = {**self.options, "link_error": [*_as_list(self.options.get("link_error")), errback]}
+        return errback
+
+    def on_error(self, errback: Mapping[str, Any]) -> Signature:
+        self.link_error(errback)
+        return self
+
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     **options: Any) -> AsyncResult:  # fmt: skip
         sig = self.clone(args, kwargs, **options)
@@ -194,9 +213,29 @@ class chain:
     def __or__(self, other: Any) -> chain:
         return chain(self, other)
 
+    def link(self, callback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``callback`` with the chain's result (its last step's), as Celery's."""
+        return self.tasks[-1].link(callback)
+
+    def link_error(self, errback: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Call ``errback`` when any step fails (the chain ends there), as Celery's."""
+        for step in self.tasks:
+            step.link_error(errback)
+        return errback
+
+    def on_error(self, errback: Mapping[str, Any]) -> chain:
+        self.link_error(errback)
+        return self
+
     def apply_async(self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
                     **options: Any) -> AsyncResult:  # fmt: skip
         steps = _with_ids(self.tasks)
+        # As in Celery: the chain's callback follows its last step, its errback any step.
+        for callback in _as_list(options.pop("link", None)):
+            steps[-1].link(callback)
+        for errback in _as_list(options.pop("link_error", None)):
+            for step in steps:
+                step.link_error(errback)
         first, rest = steps[0], steps[1:]
         _task(first.task, False).apply_async(
             *_call_args(first, args, kwargs), **{**first.options, **options}, _chain=list(rest)
@@ -228,9 +267,11 @@ class UnsupportedWorkflow(ValueError):
 
 
 #: The options of a Celery chain step that say how to call it; the rest of what Celery keeps
-#: there (``reply_to``, ``root_id``, ``parent_id``, ``group_id``, stamps, ``priority``, time
-#: limits) is its own bookkeeping or has no effect here, and is dropped at the handover.
-CELERY_STEP_OPTIONS = ("task_id", "countdown", "eta", "expires", "queue", "ignore_result")
+#: there (``reply_to``, ``root_id``, ``parent_id``, ``group_id``, stamps, ``priority``) is its
+#: own bookkeeping or has no effect here, and is dropped at the handover.
+CELERY_STEP_OPTIONS = (
+    "task_id", "countdown", "eta", "expires", "queue", "ignore_result", "time_limit", "soft_time_limit",
+)  # fmt: skip
 
 
 def from_celery_chain(steps: Any) -> list[Signature]:
@@ -243,29 +284,41 @@ def from_celery_chain(steps: Any) -> list[Signature]:
     """
     if not isinstance(steps, (list, tuple)):
         raise UnsupportedWorkflow(f"a Celery chain is a list of signatures, got {type(steps).__name__}")
-    out: list[Signature] = []
-    for step in reversed(steps):
-        if not isinstance(step, Mapping) or not isinstance(step.get("task"), str) or not step["task"]:
-            raise UnsupportedWorkflow(f"a chain step is not a task signature: {step!r:.200}")
-        kind = step.get("subtask_type")
-        if kind:
-            raise UnsupportedWorkflow(f"the chain holds a {kind} (step {step['task']!r}), not a plain task")
-        options = step.get("options") or {}
-        if not isinstance(options, Mapping):
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: options are not a mapping")
-        callbacks = [name for name in ("link", "link_error", "chord") if options.get(name)]
-        if callbacks:
-            raise UnsupportedWorkflow(f"chain step {step['task']!r} carries {', '.join(callbacks)}")
-        args, kwargs = step.get("args") or (), step.get("kwargs") or {}
-        if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: args or kwargs of the wrong type")
-        kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
-        try:  # checked now, so a bad step is refused with its message, not met halfway through
-            call_options.check_step(kept)
-        except ValueError as exc:
-            raise UnsupportedWorkflow(f"chain step {step['task']!r}: {exc}") from None
-        out.append(Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable"))))
-    return out
+    return [from_celery_signature(step, "chain step") for step in reversed(steps)]
+
+
+def from_celery_callbacks(items: Any, what: str) -> list[Signature]:
+    """A Celery message's ``callbacks`` or ``errbacks`` (its ``link``/``link_error``) as this
+    layer's signatures, each a plain task signature, checked as a chain step is."""
+    if not items:
+        return []
+    if not isinstance(items, (list, tuple)):
+        raise UnsupportedWorkflow(f"Celery {what} are a list of signatures, got {type(items).__name__}")
+    return [from_celery_signature(item, what[:-1]) for item in items]
+
+
+def from_celery_signature(step: Any, what: str) -> Signature:
+    """One signature a Celery message embeds, keeping how to call it (``CELERY_STEP_OPTIONS``)."""
+    if not isinstance(step, Mapping) or not isinstance(step.get("task"), str) or not step["task"]:
+        raise UnsupportedWorkflow(f"a {what} is not a task signature: {step!r:.200}")
+    kind = step.get("subtask_type")
+    if kind:
+        raise UnsupportedWorkflow(f"the {what} is a {kind} ({step['task']!r}), not a plain task")
+    options = step.get("options") or {}
+    if not isinstance(options, Mapping):
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: options are not a mapping")
+    callbacks = [name for name in ("link", "link_error", "chord") if options.get(name)]
+    if callbacks:
+        raise UnsupportedWorkflow(f"{what} {step['task']!r} carries {', '.join(callbacks)}")
+    args, kwargs = step.get("args") or (), step.get("kwargs") or {}
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, Mapping):
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: args or kwargs of the wrong type")
+    kept = {key: options[key] for key in CELERY_STEP_OPTIONS if options.get(key) is not None}
+    try:  # checked now, so a bad step is refused with its message, not met halfway through
+        call_options.check_step(kept)
+    except ValueError as exc:
+        raise UnsupportedWorkflow(f"{what} {step['task']!r}: {exc}") from None
+    return Signature(step["task"], args, kwargs, kept, immutable=bool(step.get("immutable")))
 
 
 def continue_chain(rest: Any, value: Any) -> None:
@@ -286,6 +339,146 @@ def continue_chain(rest: Any, value: Any) -> None:
         logger.error(
             "the rest of a chain cannot be sent (%s: %s); the chain stops here", type(exc).__name__, exc
         )
+
+
+# Callbacks: link and link_error ---------------------------------------------------------------
+
+#: The payload keys holding a call's ``link`` and ``link_error`` signatures (kombu JSON).
+LINK_KEY = "link"
+LINK_ERROR_KEY = "link_error"
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]
+
+
+def callbacks(value: Any, name: str, where: str) -> list[Signature]:
+    """A call's ``link``/``link_error`` (a signature or a list of them) as signatures; a
+    ``ValueError`` naming the option for anything else (a task object, a function...)."""
+    out = []
+    for item in _as_list(value):
+        if not isinstance(item, Mapping) or not isinstance(item.get("task"), str):
+            raise ValueError(
+                f"{where}: {name} must be a signature or a list of signatures (task.s()), got {item!r}"
+            )
+        if item.get("subtask_type") == "chunks":
+            raise ValueError(f"{where}: {name} cannot be a chunks signature; give it a task signature")
+        out.append(signature(item))
+    return out
+
+
+def call_links(encoded: Any, value: Any) -> None:
+    """Call each ``link`` signature with ``value`` (after the task succeeded), as a new task."""
+    for sig in _decoded(encoded, LINK_KEY):
+        try:
+            _task(sig.task, False).apply_async(*_call_args(sig, (value,), None), **sig.options)
+        except (ValueError, TypeError, LookupError, ImproperlyConfigured) as exc:
+            logger.error("link %s cannot be sent (%s: %s)", sig.task, type(exc).__name__, exc)
+
+
+def call_errbacks(encoded: Any, request: Any, exc: BaseException, trace: str, task_id: str) -> None:
+    """Call each ``link_error`` signature once the task failed, as Celery 5 does: a task this
+    process defines whose function takes more than one positional argument (and is not
+    ``bind=True``) is called here, now, with ``(request, exc, traceback)``; any other is sent
+    as a task with the failed task's id as its argument."""
+    for sig in _decoded(encoded, LINK_ERROR_KEY):
+        try:
+            local = _resolve(sig.task, True) if _resolve is not None else None
+            fn = getattr(local, "run_function", None)
+            if fn is not None and not getattr(local, "bind", False) and _takes_more_than_one(fn):
+                sig(request, exc, trace)
+            else:
+                _task(sig.task, False).apply_async(*_call_args(sig, (task_id,), None), **sig.options)
+        except (ValueError, TypeError, LookupError, ImproperlyConfigured) as error:
+            logger.error("link_error %s cannot be sent (%s: %s)", sig.task, type(error).__name__, error)
+        except Exception:
+            logger.exception("link_error %s raised", sig.task)
+
+
+def _takes_more_than_one(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)) > 1
+
+
+def _decoded(encoded: Any, key: str) -> list[Signature]:
+    """The signatures a payload's ``link``/``link_error`` holds; another program's garbage is
+    logged and skipped (the task itself has run)."""
+    try:
+        items = codec.decode(encoded)
+    except Exception as exc:  # kombu's decoder raises what its envelopes' constructors raise
+        logger.error("the %s of a task cannot be read (%s: %s)", key, type(exc).__name__, exc)
+        return []
+    out = []
+    for item in items if isinstance(items, list) else [items]:
+        try:
+            if not isinstance(item, Mapping):
+                raise TypeError(f"not a signature: {item!r:.100}")
+            out.append(Signature(item))
+        except (TypeError, ValueError) as exc:
+            logger.error("a %s of a task cannot be read (%s: %s)", key, type(exc).__name__, exc)
+    return out
+
+
+# map, starmap, chunks -----------------------------------------------------------------------------
+
+
+class xmap(Signature):
+    """``task.map(it)``: one task that calls ``task`` on each item, in the worker (``celery.map``)."""
+
+    subtask_name = "celery.map"
+
+    def __init__(self, task: Mapping[str, Any], it: Iterable[Any], **options: Any) -> None:
+        super().__init__(self.subtask_name, (), {"task": signature(task), "it": list(it)}, options,
+                         subtask_type=type(self).__name__)  # fmt: skip
+
+
+class xstarmap(xmap):
+    """``task.starmap(it)``: one task that calls ``task(*item)`` on each item (``celery.starmap``)."""
+
+    subtask_name = "celery.starmap"
+
+
+def chunk_items(it: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    items = iter(it)
+    while part := list(itertools.islice(items, n)):
+        yield part
+
+
+class chunks(Signature):
+    """``task.chunks(it, n)``: the items in parts of ``n``, each part one ``celery.starmap`` task,
+    sent as a group; ``apply_async()`` returns its ``GroupResult`` (a list of lists)."""
+
+    def __init__(self, task: Mapping[str, Any], it: Iterable[Any], n: int, **options: Any) -> None:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"chunks: n must be a whole number >= 1, got {n!r}")
+        super().__init__("celery.chunks", (), {"task": signature(task), "it": list(it), "n": n}, options,
+                         subtask_type="chunks")  # fmt: skip
+
+    def group(self) -> _Group:
+        kw = self.kwargs
+        return group(*(xstarmap(kw["task"], part) for part in chunk_items(kw["it"], kw["n"])))
+
+    def apply_async(  # type: ignore[override]  # a group's result, as Celery's chunks
+        self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None, **options: Any
+    ) -> GroupResult:
+        return self.group().apply_async(args, kwargs, **{**self.options, **options})
+
+    def delay(self, *args: Any, **kwargs: Any) -> GroupResult:  # type: ignore[override]
+        return self.apply_async(args, kwargs)
+
+    def __call__(self, **options: Any) -> GroupResult:
+        return self.apply_async(**options)
 
 
 class GroupResult:
@@ -380,6 +573,10 @@ class group:
         return GroupResult(str(batch.bid), [AsyncResult(s.options["task_id"], s.task) for s in steps])
 
 
+#: ``group`` under a name no method shadows (``chunks.group`` returns one).
+_Group = group
+
+
 class chord:
     """``chord(header)(body)``: run the header group, then ``body`` with the list of its results.
 
@@ -401,6 +598,11 @@ class chord:
         if chosen is None:
             raise ValueError("a chord needs a body: chord(header)(body)")
         [chosen] = _with_ids([chosen])
+        # As in Celery: a chord's callbacks belong to its body, not to each header task.
+        for callback in _as_list(options.pop("link", None)):
+            chosen.link(callback)
+        for errback in _as_list(options.pop("link_error", None)):
+            chosen.link_error(errback)
         header = self.header._push(args, kwargs, options, chosen)
         result = AsyncResult(chosen.options["task_id"], chosen.task)
         result.parent = header

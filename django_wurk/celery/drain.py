@@ -46,12 +46,13 @@ from typing import Any, Protocol
 import redis
 from redis.exceptions import RedisError
 
-from django_wurk.celery.canvas import UnsupportedWorkflow, from_celery_chain
+from django_wurk.celery.canvas import Signature, UnsupportedWorkflow, from_celery_callbacks, from_celery_chain
 from django_wurk.core import keys, wire
 from django_wurk.core.client import NO_DELIVERY, Delivery, capture
 from django_wurk.core.config import redact_url
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Wurk
+from django_wurk.core.features.timeouts.option import MOST as TIMEOUT_MOST
 from django_wurk.core.lease import Lease
 from django_wurk.core.scripts import Scripts
 from django_wurk.core.wire import Payload
@@ -125,6 +126,12 @@ class CeleryMessage:
     #: The rest of a chain this message starts, as Celery embeds it (next step last); handed
     #: to ``apply_async(chain=...)``, so the steps run on wurk workers after this one.
     chain: list[Any] = field(default_factory=list)
+    #: Celery's ``timelimit`` header, ``(time_limit, soft_time_limit)``: the job's ``timeout``
+    #: and ``soft_timeout``; None where the message sets none (the task's own limit applies).
+    timelimit: tuple[float | None, float | None] = (None, None)
+    #: Celery's ``callbacks`` and ``errbacks``: the job's ``link`` and ``link_error``.
+    link: list[Signature] = field(default_factory=list)
+    link_error: list[Signature] = field(default_factory=list)
 
 
 @dataclass
@@ -256,7 +263,7 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         )
     args, kwargs, embed = body
     embed = embed if isinstance(embed, dict) else {}
-    _refuse_workflow(task, task_id, embed, ("callbacks", "errbacks", "chord"))
+    _refuse_workflow(task, task_id, embed, ("chord",))
     return CeleryMessage(
         task,
         task_id,
@@ -267,6 +274,9 @@ def _protocol_2(headers: Mapping[str, Any], body: Any, delivery: str) -> CeleryM
         _retries(headers),
         delivery,
         _chain(task, task_id, embed.get("chain")),
+        _timelimit(headers),
+        _callbacks(task, task_id, embed.get("callbacks"), "callbacks"),
+        _callbacks(task, task_id, embed.get("errbacks"), "errbacks"),
     )
 
 
@@ -276,7 +286,7 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
         raise Refused("InvalidCeleryMessage", "protocol 1 body 'task' is not a task name")
     if not isinstance(task_id, str) or not task_id:
         raise Refused("InvalidCeleryMessage", f"task {task!r}: protocol 1 body 'id' is not a task id")
-    _refuse_workflow(task, task_id, body, ("callbacks", "errbacks", "chord"))
+    _refuse_workflow(task, task_id, body, ("chord",))
     return CeleryMessage(
         task,
         task_id,
@@ -286,11 +296,14 @@ def _protocol_1(body: Mapping[str, Any], delivery: str) -> CeleryMessage:
         _moment(task, task_id, body, "expires"),
         _retries(body),
         delivery,
+        timelimit=_timelimit(body),
+        link=_callbacks(task, task_id, body.get("callbacks"), "callbacks"),
+        link_error=_callbacks(task, task_id, body.get("errbacks"), "errbacks"),
     )
 
 
 def _refuse_workflow(task: str, task_id: str, embed: Mapping[str, Any], names: Sequence[str]) -> None:
-    """A chord or a callback would silently stop at this job: keep the message instead."""
+    """A chord would silently stop at this job (its body never called): keep the message instead."""
     carried = [name for name in names if embed.get(name)]
     if carried:
         raise Refused(
@@ -316,6 +329,19 @@ def _chain(task: str, task_id: str, steps: Any) -> list[Any]:
     return list(steps)
 
 
+def _callbacks(task: str, task_id: str, items: Any, what: str) -> list[Signature]:
+    """A message's callbacks or errbacks, checked now: one that is not a plain task signature
+    (a group, a chord, callbacks of its own) would not run, so the message is kept instead."""
+    try:
+        return from_celery_callbacks(items, what)
+    except UnsupportedWorkflow as exc:
+        raise Refused(
+            "UnsupportedCeleryWorkflow",
+            f"task {task!r} id {task_id} carries Celery {what} the drain cannot carry over ({exc});"
+            " the message is kept here",
+        ) from None
+
+
 def _args(task: str, task_id: str, value: Any) -> list[Any]:
     if value is None:
         return []
@@ -338,6 +364,19 @@ def _retries(source: Mapping[str, Any]) -> int:
     """Celery's retry count; anything but a count is read as none (it only informs the task)."""
     value = source.get("retries")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _timelimit(source: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """Celery's ``[time_limit, soft_time_limit]``; anything but seconds > 0 reads as no limit
+    there (Celery's own default is ``[None, None]``)."""
+    value = source.get("timelimit")
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return (None, None)
+    hard, soft = (
+        float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < TIMEOUT_MOST else None
+        for v in value
+    )
+    return (hard, soft)
 
 
 def _moment(task: str, task_id: str, source: Mapping[str, Any], name: str) -> str | None:
@@ -646,6 +685,15 @@ class Drain:
                 extra: dict[str, Any] = {"retries": message.retries} if message.retries else {}
                 if message.chain:
                     extra["chain"] = message.chain
+                if message.link:
+                    extra["link"] = message.link
+                if message.link_error:
+                    extra["link_error"] = message.link_error
+                hard, soft = message.timelimit
+                if hard is not None:
+                    extra["time_limit"] = hard
+                if soft is not None:
+                    extra["soft_time_limit"] = soft
                 task.apply_async(
                     message.args,
                     message.kwargs,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django_wurk.core.features.timeouts.errors import SoftTimedOut, TimedOut
+
 
 class CeleryError(Exception):
     """Base of the errors this layer raises itself."""
@@ -76,8 +78,30 @@ class RemoteTaskError(CeleryError):
     """
 
 
+class TimeLimitExceeded(TimedOut):
+    """The task ran past its ``time_limit``: it was stopped, and its result is this FAILURE.
+
+    Raised inside the task by the timeouts watchdog (``core/features/timeouts``), as the
+    job's ``TimedOut``; a task blocked in C code is failed with it without its thread.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or (f"the task ran longer than its time_limit of {self.limit:g} s",)))
+
+
+class SoftTimeLimitExceeded(SoftTimedOut):
+    """The task ran past its ``soft_time_limit``: raised once inside it, to be caught.
+
+    ``except SoftTimeLimitExceeded:`` lets the task clean up and return, as in Celery;
+    uncaught, it is the task's FAILURE.
+    """
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or (f"the task ran longer than its soft_time_limit of {self.limit:g} s",)))
+
+
 class UnsupportedOptionWarning(UserWarning):
-    """A Celery option was accepted but has no effect here (``priority``, ``rate_limit``...)."""
+    """A Celery option was accepted but has no effect here (``priority``)."""
 
 
 __all__ = [
@@ -88,8 +112,10 @@ __all__ = [
     "RemoteTaskError",
     "Retry",
     "RetryTaskError",
+    "SoftTimeLimitExceeded",
     "TaskPredicate",
     "TaskRevokedError",
+    "TimeLimitExceeded",
     "TimeoutError",
     "UnsupportedOptionWarning",
 ]

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
-from django_wurk.celery.exceptions import Retry
+from django_wurk.celery.exceptions import Retry, SoftTimeLimitExceeded, TimeLimitExceeded
 from django_wurk.core.control import Cancelled
 from django_wurk.core.engine import Wurk
 from django_wurk.core.feature import Feature, Place, Plug
@@ -33,15 +33,31 @@ class Runner(Protocol):
 
     def execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any: ...
 
-    def record_revoked(self, task_id: str, payload: Payload) -> None: ...
+    def record_given_up(self, job: CeleryJob, failure: BaseException) -> None: ...
+
+    def record_revoked(self, task_id: str, payload: Payload, expired: bool = True) -> None: ...
 
 
 class CeleryJob(Job, abstract=True):
     task: ClassVar[Runner]
     retry = 0
+    #: What the timeouts watchdog raises at the ``time_limit`` and ``soft_time_limit``
+    #: (the payload's ``timeout`` and ``soft_timeout``): Celery's classes, which tasks catch.
+    timeout_error: ClassVar[type[TimeLimitExceeded]] = TimeLimitExceeded
+    soft_timeout_error: ClassVar[type[SoftTimeLimitExceeded]] = SoftTimeLimitExceeded
+
+    #: Set when the timeouts watchdog gave up on this run (blocked past its ``time_limit``):
+    #: if its thread ever comes back, the task records nothing more.
+    abandoned: bool = False
 
     def perform(self, *args: Any, **kwargs: Any) -> Any:
         return type(self).task.execute(self, list(args), kwargs)
+
+    def given_up(self, failure: BaseException) -> None:
+        """The watchdog failed this run without its thread (``TimeLimitExceeded``): the task's
+        FAILURE, its ``link_error`` and ``task_failure`` are recorded here instead."""
+        self.abandoned = True
+        type(self).task.record_given_up(self, failure)
 
     def retry_requested(self, exc: BaseException) -> float | None:
         if not isinstance(exc, Retry):
@@ -78,7 +94,7 @@ class RecordRevoked:
         try:
             call_next()
         except Cancelled:
-            type(job).task.record_revoked(str(payload.get("jid", "")), payload)
+            type(job).task.record_revoked(str(payload.get("jid", "")), payload, expired=False)
             raise
 
 

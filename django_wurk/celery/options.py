@@ -14,38 +14,77 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django_wurk.celery.exceptions import UnsupportedOptionWarning
+from django_wurk.celery.exceptions import ImproperlyConfigured, UnsupportedOptionWarning
 from django_wurk.core.config import QUEUE_NAME
+from django_wurk.core.features.timeouts.option import MOST
 
 #: A task id becomes the jid and part of a Redis key: text, without spaces or control characters.
 MAX_TASK_ID = 255
 
 #: Options Celery accepts that have no effect here, and why (warned about once per call site).
-UNSUPPORTED = {
-    "priority": "Sidekiq queues are FIFO lists with no priorities; use a separate queue",
-    "rate_limit": "use a rate limiter around the work instead",
-    "time_limit": "jobs are not killed on a timer; the worker's shutdown timeout applies",
-    "soft_time_limit": "jobs are not interrupted on a timer",
+#: None today: every option works or is refused (``REFUSED``, ``IGNORED``).
+UNSUPPORTED: dict[str, str] = {}
+#: Options Celery accepts that cannot be honoured here, and why: refused where they are given
+#: (at the task's definition, the call, the signature's call), never accepted and ignored.
+REFUSED = {
     "exchange": "there is no AMQP exchange; only queue= routes",
-    "routing_key": "there is no AMQP routing; only queue= routes",
+    "routing_key": "there is no AMQP routing; only queue= (or task_routes) routes",
     "compression": "payloads are stored as plain JSON",
-    "retry": "a push that cannot reach Redis raises EnqueueError (or is buffered, CLIENT_BUFFER)",
-    "retry_policy": "a push that cannot reach Redis raises EnqueueError (or is buffered, CLIENT_BUFFER)",
-    "link": "callbacks are not carried by this version; use chain() when it exists, or a batch",
-    "link_error": "error callbacks are not carried by this version; use a batch's death callback",
+    "retry": "a push that cannot reach Redis raises EnqueueError (or is buffered, CLIENT_BUFFER); "
+    "it is not retried by the caller",
+    "retry_policy": "a push that cannot reach Redis raises EnqueueError (or is buffered, CLIENT_BUFFER); "
+    "it is not retried by the caller",
     "shadow": "the dashboard shows the task's name",
     "headers": "Celery message headers have no place in a Sidekiq payload",
-    "reject_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
-    "retry_on_worker_lost": "reliable fetch already re-runs a job whose worker died",
-    "acks_on_failure_or_timeout": "a failed job is recorded (dead set) before it is acknowledged",
+    "reject_on_worker_lost": "reliable fetch always re-runs a job whose worker died (only True is accepted)",
+    "retry_on_worker_lost": "reliable fetch always re-runs a job whose worker died (only True is accepted)",
+    "acks_on_failure_or_timeout": "a failed job is always recorded (dead set) and then acknowledged "
+    "(only True is accepted)",
+    "acks_late": "reliable fetch acknowledges a job only once its outcome is recorded "
+    "(only True is accepted)",
+    "acks_on_failure": "a failed job is always recorded (dead set) and then acknowledged "
+    "(only True is accepted)",
+    "acks_on_timeout": "a timed-out job is always recorded (dead set) and then acknowledged "
+    "(only True is accepted)",
+    "throws": "an expected error is recorded like any other failure here; there is no quieter log for it",
+    "resultrepr_maxsize": "results are stored whole in Celery's JSON record",
+    "store_eager_result": "an eager run keeps its result in the EagerResult only",
+    "pydantic": "arguments are kombu JSON here; validate them in the task",
+    "backend": "results are written into wurk's Redis, in Celery's Redis result layout",
+    "reply_to": "results are read from the task's result record, not a reply queue",
+    "correlation_id": "results are read from the task's result record, by task id",
+    "root_id": "each job stands on its own; the payload keeps no workflow ids",
+    "parent_id": "each job stands on its own; the payload keeps no workflow ids",
+    "group_id": "each job stands on its own; a group is a batch (group(...))",
+    "group_index": "each job stands on its own; a group is a batch (group(...))",
+    "chord": "a chord is built with chord(header)(body)",
+    "stamped_headers": "Celery's stamping has no place in a Sidekiq payload",
+    "stamps": "Celery's stamping has no place in a Sidekiq payload",
 }
+#: Of the refused options, those whose value True is what this layer always does: accepted.
+ALWAYS = frozenset(
+    {"reject_on_worker_lost", "retry_on_worker_lost", "acks_on_failure_or_timeout", "acks_late",
+     "acks_on_failure", "acks_on_timeout"}
+)  # fmt: skip
 #: Accepted and meaningless here, silently (they describe how Celery talks to its broker).
-IGNORED = frozenset({"producer", "connection", "add_to_parent", "typing", "acks_late", "publisher", "router"})
+IGNORED = frozenset({"producer", "connection", "add_to_parent", "typing", "publisher", "router"})
 
 
 def warn_unsupported(name: str, where: str, stacklevel: int = 4) -> None:
     why = UNSUPPORTED.get(name, "it is not a Celery option this layer knows")
     warnings.warn(f"{where}: {name}= has no effect here ({why})", UnsupportedOptionWarning, stacklevel)
+
+
+def refuse(name: str, value: Any, where: str) -> None:
+    """Raise ``ImproperlyConfigured`` for an option that cannot be honoured, with the reason;
+    return for one whose value is what happens here anyway (``acks_late=True``...) or None."""
+    if value is None or value == () or (name in ALWAYS and value is True):
+        return
+    if name in UNSUPPORTED:
+        warn_unsupported(name, where, stacklevel=5)
+        return
+    why = REFUSED.get(name, "it is not a Celery option this layer knows")
+    raise ImproperlyConfigured(f"{where}: {name}={value!r} is not supported ({why})")
 
 
 def task_id(value: Any) -> str:
@@ -112,3 +151,9 @@ def check_step(options: Mapping[str, Any]) -> None:
     queue = options.get("queue")
     if queue is not None and (not isinstance(queue, str) or not QUEUE_NAME.match(queue)):
         raise ValueError(f"queue {queue!r} must be a name matching [a-zA-Z0-9_:.-]+")
+    for name in ("time_limit", "soft_time_limit"):
+        value = options.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < MOST
+        ):
+            raise ValueError(f"{name} must be seconds >= 0, got {value!r}")

@@ -8,7 +8,7 @@ docs/migrate-from-celery.md gives (and the periodic jobs' own migration table): 
 fields in cron's order with day names as numbers, an interval only where it divides an hour
 or a day evenly, no seconds, no ``solar``.
 
-``crontab`` is here too, where Celery has it (``celery.schedules``), so a settings module
+``crontab`` and ``schedule`` are here too, where Celery has them (``celery.schedules``), so a settings module
 keeps its beat schedule by changing that import. The settings pass
 ``periodic_entries(...).entries`` to ``WURK["PERIODIC"]`` themselves (one visible line, one
 way to configure periodic jobs), and ``manage.py check`` names every ``CELERY_BEAT_SCHEDULE``
@@ -50,6 +50,21 @@ class crontab:
 
     def __repr__(self) -> str:
         return f"<crontab: {cron_of(self)}>"
+
+
+class schedule:
+    """Celery's ``schedule(run_every)``: an interval (a timedelta or seconds), as data."""
+
+    def __init__(self, run_every: timedelta | float | None = None, relative: bool = False, **_ignored: Any):
+        if isinstance(run_every, (int, float)) and not isinstance(run_every, bool):
+            run_every = timedelta(seconds=run_every)
+        if not isinstance(run_every, timedelta):
+            raise ValueError(f"schedule(run_every=...) must be a timedelta or seconds, got {run_every!r}")
+        self.run_every = run_every
+        self.relative = relative
+
+    def __repr__(self) -> str:
+        return f"<freq: {self.run_every}>"
 
 
 def _field(value: Any) -> str:
@@ -141,6 +156,7 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
         raise ValueError("it names no task")
     notes: list[str] = []
     sched = entry.get("schedule")
+    every = getattr(sched, "run_every", None)  # Celery's schedule(run_every=...), or ours
     if isinstance(sched, timedelta):
         cron = cron_for_interval(sched.total_seconds())
         notes.append("an interval becomes a cron expression aligned to the clock, not to a start time")
@@ -154,6 +170,9 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
                 "day_of_month and day_of_week are both set: cron fires on days matching either, "
                 "Celery on days matching both"
             )
+    elif isinstance(every, timedelta):
+        cron = cron_for_interval(every.total_seconds())
+        notes.append("an interval becomes a cron expression aligned to the clock, not to a start time")
     elif type(sched).__name__ == "solar":
         raise ValueError("solar schedules have no cron equivalent")
     else:
@@ -179,4 +198,4 @@ def _entry(entry: Any, timezone: str | None) -> tuple[dict[str, Any], list[str]]
     return item, notes
 
 
-__all__ = ["BeatImport", "crontab", "periodic_entries"]
+__all__ = ["BeatImport", "crontab", "periodic_entries", "schedule"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import inspect
 import logging
 import random
 import socket
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django_wurk.celery import canvas, codec, options, schedules, states
+from django_wurk.celery import canvas, codec, dispatch, limits, options, routes, schedules, states
 from django_wurk.celery.control import Control
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
@@ -37,7 +38,10 @@ from django_wurk.core import wire
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
 from django_wurk.core.features.expiring import EXPIRES_AT
+from django_wurk.core.features.limiters import Limiter
+from django_wurk.core.features.timeouts import SOFT_TIMEOUT, TIMEOUT
 from django_wurk.core.job import Setter, delivery_options
+from django_wurk.core.priority import check as check_priority
 
 logger = logging.getLogger("django_wurk.celery")
 
@@ -87,6 +91,9 @@ DEFAULTS: dict[str, Any] = {
     "task_eager_propagates": False,
     "beat_schedule": {},
     "timezone": "UTC",
+    "task_routes": None,
+    "task_time_limit": None,
+    "task_soft_time_limit": None,
 }
 
 
@@ -253,18 +260,27 @@ _running: contextvars.ContextVar[Request | None] = contextvars.ContextVar(
 TASK_OPTIONS = (
     "bind", "max_retries", "default_retry_delay", "autoretry_for", "dont_autoretry_for", "retry_kwargs",
     "retry_backoff", "retry_backoff_max", "retry_jitter", "ignore_result", "track_started", "queue",
-    "expires", "serializer", "acks_late",
+    "expires", "serializer", "rate_limit", "time_limit", "soft_time_limit", "typing",
+    "store_errors_even_if_ignored", "priority",
 )  # fmt: skip
 #: Task options accepted with no effect (why: options.UNSUPPORTED), warned about at definition.
-TASK_UNSUPPORTED = (
-    "rate_limit", "time_limit", "soft_time_limit", "priority", "reject_on_worker_lost",
-    "acks_on_failure_or_timeout", "retry_on_worker_lost",
+TASK_UNSUPPORTED: tuple[str, ...] = ()
+#: Task options refused at definition unless their value is what happens here anyway
+#: (why: options.REFUSED); a ``base=`` class's attribute is checked too.
+TASK_REFUSED = (
+    "acks_late", "reject_on_worker_lost", "acks_on_failure_or_timeout", "retry_on_worker_lost",
+    "acks_on_failure", "acks_on_timeout", "throws", "resultrepr_maxsize", "store_eager_result", "pydantic",
+    "backend",
+)  # fmt: skip
+#: Call options an eager run (``task_always_eager``) takes without pushing: the callbacks run;
+#: time limits, like Celery's, apply only on a worker; the rest say how to push.
+EAGER_KNOWN = frozenset(
+    {"link", "link_error", "time_limit", "soft_time_limit", "ignore_result", "retries", "serializer", "chain",
+     "_on_commit", "_chain"}
 )  # fmt: skip
 TASK_IGNORED = (
-    "typing",
     "trail",
     "send_events",
-    "store_errors_even_if_ignored",
     "lazy",
     "shared",
     "autoregister",
@@ -298,9 +314,21 @@ class Task:
     ignore_result: bool | None = None
     track_started: bool | None = None
     queue: str | None = None
+    #: The default priority of its runs inside their queue (higher first; docs/priority.md).
+    priority: int | None = None
     expires: float | datetime | str | None = None
     serializer: str = "json"
-    #: Accepted: reliable fetch acknowledges a job only once its outcome is recorded.
+    #: Celery's ``"10/s"``, ``"100/m"``, ``"1000/h"``: a limiter shared by every worker (``limits``).
+    rate_limit: str | float | None = None
+    #: Seconds; None: the app's ``task_time_limit``/``task_soft_time_limit`` (None: no limit).
+    time_limit: float | None = None
+    soft_time_limit: float | None = None
+    #: Check a call's arguments against the function's signature when it is sent (Celery's
+    #: ``typing``, on by default as ``app.strict_typing`` is): a mismatch is a TypeError at once.
+    typing: bool = True
+    #: Write a FAILURE record even when results are ignored.
+    store_errors_even_if_ignored: bool = False
+    #: Only True: reliable fetch acknowledges a job only once its outcome is recorded.
     acks_late: bool = True
 
     def __init__(
@@ -321,6 +349,8 @@ class Task:
         for key in TASK_UNSUPPORTED:
             if opts.pop(key, None) is not None:
                 options.warn_unsupported(key, where, stacklevel=5)
+        for key in TASK_REFUSED:
+            options.refuse(key, opts.pop(key, getattr(type(self), key, None)), where)
         for key in TASK_IGNORED:
             opts.pop(key, None)
         opts.pop("base", None)
@@ -330,13 +360,26 @@ class Task:
             raise ImproperlyConfigured(
                 f"{where}: serializer must be 'json' (jobs are JSON), got {self.serializer!r}"
             )
+        if self.priority is not None:
+            try:
+                check_priority(self.priority, where)
+            except ValueError as exc:
+                raise ImproperlyConfigured(str(exc)) from None
         if self.queue is not None and (not isinstance(self.queue, str) or not QUEUE_NAME.match(self.queue)):
             raise ImproperlyConfigured(
                 f"{where}: queue {self.queue!r} must be a name matching [a-zA-Z0-9_:.-]+"
             )
+        hard, soft = (
+            limits.limit_seconds(getattr(self, k), k, where) for k in ("time_limit", "soft_time_limit")
+        )
+        if hard is not None and soft is not None and soft > hard:
+            raise ImproperlyConfigured(f"{where}: soft_time_limit must be less than or equal to time_limit")
+        #: The task's ``rate_limit`` as a limiter (None without one), checked at definition.
+        self.limiter: Limiter | None = limits.rate_limiter(name, self.rate_limit, where)
         self.autoretry_for = tuple(self.autoretry_for or ())
         self.dont_autoretry_for = tuple(self.dont_autoretry_for or ())
         self._setters: dict[tuple[str, bool], Setter[...]] = {}
+        self._parameters: inspect.Signature | None = None
         if fn is not None:
             functools.update_wrapper(self, fn)
         self.job_class: type[CeleryJob] = type(
@@ -398,11 +441,26 @@ class Task:
         """Push one run; returns its ``AsyncResult`` at once (inside ``transaction.atomic()``
         the push waits for the commit, and the id is already known)."""
         where = f"{self.name}.apply_async()"
+        self._check_arguments(args, kwargs, where)
         if self.app.setting("task_always_eager"):
-            return self.apply(args, kwargs, task_id=task_id)
-        if priority is not None:
-            options.warn_unsupported("priority", where)
+            for key, value in opts.items():  # refused in an eager run as in a pushed one
+                if key not in EAGER_KNOWN and key not in options.IGNORED:
+                    options.refuse(key, value, where)
+            return self.apply(args, kwargs, task_id=task_id, link=opts.get("link"),
+                              link_error=opts.get("link_error"))  # fmt: skip
+        if queue is None and self.queue is None:
+            public = {k: v for k, v in opts.items() if not k.startswith("_")}
+            route = routes.route(self.app.setting("task_routes"), str(self.name), args, kwargs, public, self)
+            if route is not None:
+                queue = route.get("queue")
+                priority = route.get("priority") if priority is None else priority
         on_commit = opts.pop("_on_commit", None)
+        hard, soft = self._time_limits(opts.pop("time_limit", None), opts.pop("soft_time_limit", None), where)
+        try:
+            link = canvas.callbacks(opts.pop("link", None), "link", where)
+            link_error = canvas.callbacks(opts.pop("link_error", None), "link_error", where)
+        except ValueError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
         rest_of_chain = opts.pop("_chain", None)
         celery_chain = opts.pop("chain", None)
         if celery_chain:
@@ -420,8 +478,8 @@ class Task:
         for key in list(opts):
             if key in options.IGNORED:
                 opts.pop(key)
-            elif opts[key] is not None:
-                options.warn_unsupported(key, where)
+            else:
+                options.refuse(key, opts[key], where)
         jid = options.task_id(task_id) if task_id is not None else wire.new_jid()
         now = time.time()
         at = options.run_at(countdown, eta, now)
@@ -437,13 +495,56 @@ class Task:
             payload[EXPIRY_KEY] = expiry
         if ignore_result is not None:
             payload[IGNORE_RESULT_KEY] = bool(ignore_result)
+        if priority is None:
+            priority = self.priority
+        if priority:  # Celery's AMQP sense, ours: higher runs first (docs/priority.md); 0 as before
+            payload["priority"] = check_priority(priority, where)
         if rest_of_chain:
             payload[canvas.CHAIN_KEY] = codec.encode(list(rest_of_chain))
+        if hard is not None:
+            payload[TIMEOUT] = hard
+        if soft is not None:
+            payload[SOFT_TIMEOUT] = soft
+        if link:
+            payload[canvas.LINK_KEY] = codec.encode(link)
+        if link_error:
+            payload[canvas.LINK_ERROR_KEY] = codec.encode(link_error)
         if isinstance(retries, int) and not isinstance(retries, bool) and retries > 0:
             payload["retry_count"] = retries - 1  # so request.retries reads ``retries`` again
         payload["jid"] = jid
         wurk.client.push(payload, at=at if at is not None and at > now else None, delivery=setter.delivery)
         return AsyncResult(jid, self.name)
+
+    def _check_arguments(self, args: Any, kwargs: Any, where: str) -> None:
+        """Celery's ``typing``: the call's arguments must fit the function, or TypeError now."""
+        fn = self.run_function
+        if not self.typing or fn is None:
+            return
+        if self._parameters is None:
+            try:
+                self._parameters = inspect.signature(fn)
+            except (TypeError, ValueError):  # a builtin or C function: nothing to check against
+                self.typing = False
+                return
+        leading = [self] if self.bind else []
+        try:
+            self._parameters.bind(*leading, *(args or ()), **dict(kwargs or {}))
+        except TypeError as exc:
+            raise TypeError(f"{where}: {exc} (the task's arguments are checked when it is sent)") from None
+
+    def _time_limits(self, hard: Any, soft: Any, where: str) -> tuple[float | None, float | None]:
+        """The call's limits, else the task's, else the app's (seconds, or None for none)."""
+        if hard is None:
+            hard = self.time_limit if self.time_limit is not None else self.app.setting("task_time_limit")
+        if soft is None:
+            soft = (
+                self.soft_time_limit
+                if self.soft_time_limit is not None
+                else self.app.setting("task_soft_time_limit")
+            )
+        return limits.limit_seconds(hard, "time_limit", where), limits.limit_seconds(
+            soft, "soft_time_limit", where
+        )
 
     def delay_on_commit(self, *args: Any, **kwargs: Any) -> AsyncResult:
         """Push when the open database transaction commits; unlike Celery's, returns the result."""
@@ -480,11 +581,32 @@ class Task:
     def AsyncResult(self, task_id: str) -> AsyncResult:
         return AsyncResult(task_id, self.name)
 
+    def map(self, it: Any) -> canvas.xmap:
+        """One task calling this one on each item, in the worker: its result is the list."""
+        return canvas.xmap(self.s(), it)
+
+    def starmap(self, it: Any) -> canvas.xstarmap:
+        """One task calling this one with each item as its arguments."""
+        return canvas.xstarmap(self.s(), it)
+
+    def chunks(self, it: Any, n: int) -> canvas.chunks:
+        """The items in parts of ``n``, each part a ``starmap`` task, sent as a group."""
+        return canvas.chunks(self.s(), it, n)
+
     def apply(
         self, args: Sequence[Any] | None = None, kwargs: Mapping[str, Any] | None = None,
-        task_id: str | None = None, **_opts: Any,
+        task_id: str | None = None, link: Any = None, link_error: Any = None, **_opts: Any,
     ) -> EagerResult:  # fmt: skip
-        """Run now in this thread, through the same job and codec a worker uses (nothing pushed)."""
+        """Run now in this thread, through the same job and codec a worker uses (nothing pushed).
+
+        As in Celery, ``link``/``link_error`` are called; time and rate limits are not applied
+        to a run in the caller's thread."""
+        where = f"{self.name}.apply()"
+        try:
+            links = codec.encode(canvas.callbacks(link, "link", where))
+            errbacks = codec.encode(canvas.callbacks(link_error, "link_error", where))
+        except ValueError as exc:
+            raise ImproperlyConfigured(str(exc)) from None
         jid = options.task_id(task_id) if task_id is not None else wire.new_jid()
         payload = self._setter(self.queue or self.app.setting("task_default_queue"), None).payload(
             codec.encode(list(args or ())), codec.encode(dict(kwargs)) if kwargs else None
@@ -499,9 +621,14 @@ class Task:
         except Retry as exc:
             return EagerResult(jid, exc, states.RETRY)
         except Exception as exc:
+            trace = "".join(traceback.format_exception(exc))
+            request = Request(id=jid, task=self.name, args=list(args or ()), kwargs=dict(kwargs or {}),
+                              is_eager=True, called_directly=False)  # fmt: skip
+            canvas.call_errbacks(errbacks, request, exc, trace, jid)
             if self.app.setting("task_eager_propagates"):
                 raise
-            return EagerResult(jid, exc, states.FAILURE, "".join(traceback.format_exception(exc)))
+            return EagerResult(jid, exc, states.FAILURE, trace)
+        canvas.call_links(links, value)
         return EagerResult(jid, value, states.SUCCESS)
 
     # Inside a run --------------------------------------------------------------------------
@@ -533,7 +660,10 @@ class Task:
             raise ImproperlyConfigured(f"{where}: throw=False is not supported; the retry is the exception")
         for key, value in opts.items():
             if value is not None:
-                options.warn_unsupported(key, where, stacklevel=3)
+                raise ImproperlyConfigured(
+                    f"{where}: {key}= is not supported: a retry runs the job it was given again, "
+                    "with the options it was sent with"
+                )
         limit = self.max_retries if max_retries is None else max_retries
         if limit is not None and request.retries >= limit:
             if exc is not None:
@@ -589,14 +719,29 @@ class Task:
             return bool(self.ignore_result)
         return bool(self.app.setting("task_ignore_result"))
 
-    def record_revoked(self, task_id: str, payload: Mapping[str, Any]) -> None:
-        """The job expired before it ran (the expiring-jobs feature skips it): say REVOKED."""
+    def record_revoked(self, task_id: str, payload: Mapping[str, Any], expired: bool = True) -> None:
+        """The job expired before it ran (the expiring-jobs feature skips it), or was revoked
+        (cancelled: ``expired=False``): say REVOKED."""
         if not self.ignores_result(payload):
             ResultStore(wurk).write(task_id, states.REVOKED, None, expires=self.result_expires)
+        dispatch.task_revoked.send(
+            sender=self, request=Request(id=task_id, task=self.name, called_directly=False),
+            terminated=False, signum=None, expired=expired,
+        )  # fmt: skip
 
     def execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any:
         """Run the task for ``job``; ``args`` and ``kw`` as the payload holds them (kombu's
-        JSON envelopes still in), handed over by the engine, which checked ``kw`` is an object."""
+        JSON envelopes still in), handed over by the engine, which checked ``kw`` is an object.
+
+        With a ``rate_limit``, the run first takes its place in the task's window: past the
+        wait, ``OverLimit`` leaves here, before anything is recorded, and the limiters'
+        middleware puts the job back in the schedule."""
+        if self.limiter is not None and not _eager.get():
+            with self.limiter.within_limit():
+                return self._execute(job, args, kw)
+        return self._execute(job, args, kw)
+
+    def _execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any:
         payload = job.payload
         args, kwargs = codec.decode(args), codec.decode(kw)
         count = payload.get("retry_count")
@@ -609,6 +754,7 @@ class Task:
                            "redelivered": None},
             hostname=socket.gethostname(), called_directly=False, ignore_result=ignore, is_eager=eager,
             expires=_iso(payload.get(EXPIRY_KEY)),
+            timelimit=(payload.get(TIMEOUT), payload.get(SOFT_TIMEOUT)),
         )  # fmt: skip
         store = ResultStore(wurk)
         expires = self.result_expires
@@ -624,28 +770,77 @@ class Task:
                     job.jid, states.STARTED, {"pid": None, "hostname": request.hostname}, expires=expires
                 )
             self._hook(self.before_start, job.jid, args, kwargs)
+            dispatch.task_prerun.send(sender=self, task_id=job.jid, task=self, args=args, kwargs=kwargs)
             value = self._run_with_autoretry(args, kwargs)
         except Retry as exc:
             reason = exc.exc if exc.exc is not None else exc
             if not ignore:
                 store.failure(job.jid, reason, states.RETRY, expires)
             self._hook(self.on_retry, reason, job.jid, args, kwargs, None)
+            trace = "".join(traceback.format_exception(exc))
+            dispatch.task_retry.send(sender=self, request=request, reason=reason, einfo=trace)
+            self._postrun(job.jid, args, kwargs, reason, states.RETRY)
             raise
         except Exception as exc:
-            if not ignore:
+            if job.abandoned:
+                raise  # the watchdog recorded this run's failure already (record_given_up)
+            if not ignore or (self.store_errors_even_if_ignored and not eager):
                 store.failure(job.jid, exc, states.FAILURE, expires)
+            trace = "".join(traceback.format_exception(exc))
             self._hook(self.on_failure, exc, job.jid, args, kwargs, None)
             self._hook(self.after_return, states.FAILURE, exc, job.jid, args, kwargs, None)
+            dispatch.task_failure.send(
+                sender=self, task_id=job.jid, exception=exc, args=args, kwargs=kwargs, traceback=trace,
+                einfo=trace,
+            )  # fmt: skip
+            self._postrun(job.jid, args, kwargs, exc, states.FAILURE)
+            if payload.get(canvas.LINK_ERROR_KEY):
+                canvas.call_errbacks(payload[canvas.LINK_ERROR_KEY], request, exc, trace, job.jid)
             raise
         finally:
             _running.reset(token)
+        if job.abandoned:
+            return value  # too late: it failed with TimeLimitExceeded, and says so
         if not ignore:
             store.success(job.jid, value, expires)
         self._hook(self.on_success, value, job.jid, args, kwargs)
         self._hook(self.after_return, states.SUCCESS, value, job.jid, args, kwargs, None)
+        dispatch.task_success.send(sender=self, result=value)
+        self._postrun(job.jid, args, kwargs, value, states.SUCCESS)
         if payload.get(canvas.CHAIN_KEY):
             canvas.continue_chain(payload[canvas.CHAIN_KEY], value)
+        if payload.get(canvas.LINK_KEY):
+            canvas.call_links(payload[canvas.LINK_KEY], value)
         return value
+
+    def record_given_up(self, job: CeleryJob, failure: BaseException) -> None:
+        """The run was failed without its thread (blocked past its ``time_limit``): what
+        ``execute`` would have recorded for that failure, from the watchdog's thread."""
+        payload = job.payload
+        try:
+            args, kwargs = codec.decode(payload.get("args") or []), codec.decode(payload.get("kwargs") or {})
+        except Exception:  # kombu's decoder raises what its envelopes' constructors raise
+            args, kwargs = [], {}
+        trace = "".join(traceback.format_exception(failure))
+        if not self.ignores_result(payload) or self.store_errors_even_if_ignored:
+            ResultStore(wurk).failure(job.jid, failure, states.FAILURE, self.result_expires)
+        self._hook(self.on_failure, failure, job.jid, args, kwargs, None)
+        self._hook(self.after_return, states.FAILURE, failure, job.jid, args, kwargs, None)
+        dispatch.task_failure.send(
+            sender=self, task_id=job.jid, exception=failure, args=args, kwargs=kwargs, traceback=trace,
+            einfo=trace,
+        )  # fmt: skip
+        self._postrun(job.jid, args, kwargs, failure, states.FAILURE)
+        if payload.get(canvas.LINK_ERROR_KEY):
+            request = Request(id=job.jid, task=self.name, args=args, kwargs=kwargs, called_directly=False)
+            canvas.call_errbacks(payload[canvas.LINK_ERROR_KEY], request, failure, trace, job.jid)
+
+    def _postrun(
+        self, task_id: str, args: list[Any], kwargs: dict[str, Any], retval: Any, state: str
+    ) -> None:
+        dispatch.task_postrun.send(
+            sender=self, task_id=task_id, task=self, args=args, kwargs=kwargs, retval=retval, state=state
+        )
 
     def _run_with_autoretry(self, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if not self.autoretry_for:

@@ -16,14 +16,14 @@ import math
 import re
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from redis.exceptions import ResponseError
 
-from django_wurk.core import activejob, keys, wire
+from django_wurk.core import activejob, keys, priority, wire
 from django_wurk.core.dead_set import bury, bury_members
 from django_wurk.core.engine import Wurk
 from django_wurk.core.engine import wurk as default_wurk
@@ -296,29 +296,68 @@ def _queue_key(name: bytes) -> str | bytes:
         return b"queue:" + name
 
 
+def _queue_lists(redis: Any) -> dict[bytes, list[bytes]]:
+    """Every queue in the ``queues`` set with its lists (``priority.group``)."""
+    return priority.group(m for m in redis.smembers(keys.QUEUES) if isinstance(m, bytes))
+
+
 class Queue:
     """One queue. ``name`` may be the exact bytes from the ``queues`` set: any client can write a
     name that is not UTF-8, and only those bytes name its list (the text ``name`` then shows it
-    with replacement characters)."""
+    with replacement characters).
 
-    def __init__(self, name: str | bytes = "default", wurk: Wurk = default_wurk) -> None:
+    A queue whose jobs have priorities is several lists, its own and ``<name>@<priority>``
+    ones (``core/priority.py``): it is read as one queue (its size is theirs together, its
+    latency the oldest job's, its jobs are listed from the last to run), and ``lists`` names
+    them. Its own list is ``key``.
+    """
+
+    def __init__(
+        self, name: str | bytes = "default", wurk: Wurk = default_wurk, lists: Sequence[bytes] | None = None
+    ) -> None:
         self.raw_name = _name_bytes(name)
         self.name = _text(name)
         self.wurk = wurk
         self.key = _queue_key(self.raw_name)
+        self._lists = list(lists) if lists is not None else None
 
     @classmethod
     def all(cls, wurk: Wurk = default_wurk) -> list[Queue]:
-        names = sorted(wurk.redis.smembers(keys.QUEUES), key=lambda n: (_text(n), n))
-        return [cls(n, wurk) for n in names]
+        found = _queue_lists(wurk.redis)
+        names = sorted(found, key=lambda n: (_text(n), n))
+        return [cls(n, wurk, found[n]) for n in names]
+
+    @property
+    def lists(self) -> list[bytes]:
+        """The names of this queue's lists in fetch order (highest priority first); read from
+        the ``queues`` set once per ``Queue``."""
+        if self._lists is None:
+            self._lists = _queue_lists(self.wurk.redis).get(self.raw_name) or [self.raw_name]
+        return self._lists
+
+    def _keys(self, last_first: bool = False) -> list[str | bytes]:
+        """The keys of ``lists``; ``last_first``: the list whose jobs run last first."""
+        names = self.lists[::-1] if last_first else self.lists
+        return [self.key if name == self.raw_name else _queue_key(name) for name in names]
 
     def size(self) -> int:
-        return int(self.wurk.redis.llen(self.key))
+        if len(self.lists) == 1:
+            return int(self.wurk.redis.llen(self.key))
+        pipe = self.wurk.redis.pipeline(transaction=False)
+        for key in self._keys():
+            pipe.llen(key)
+        return sum(int(n) for n in pipe.execute())
 
     def latency(self) -> float:
-        """Age in seconds of the oldest job (the next to run); 0.0 when empty."""
-        raw = self.wurk.redis.lindex(self.key, -1)
-        return JobRecord(raw, self.name).latency if raw is not None else 0.0
+        """Age in seconds of the oldest job (of any priority); 0.0 when empty."""
+        if len(self.lists) == 1:
+            raw = self.wurk.redis.lindex(self.key, -1)
+            return JobRecord(raw, self.name).latency if raw is not None else 0.0
+        pipe = self.wurk.redis.pipeline(transaction=False)
+        for key in self._keys():
+            pipe.lindex(key, -1)
+        ages = [JobRecord(raw, self.name).latency for raw in pipe.execute() if raw is not None]
+        return max(ages, default=0.0)
 
     def paused(self) -> bool:
         return bool(self.wurk.redis.sismember(keys.PAUSED, self.raw_name))
@@ -333,7 +372,7 @@ class Queue:
         pipe.sismember(keys.QUEUES, self.raw_name)
         pipe.sismember(keys.PAUSED, self.raw_name)
         pipe.exists(self.key)
-        return any(pipe.execute())
+        return any(pipe.execute()) or len(self.lists) > 1  # or jobs of other priorities only
 
     def pause(self) -> bool:
         """Stop workers fetching from this queue (Sidekiq Pro's ``pause!``: the ``paused`` set).
@@ -349,9 +388,25 @@ class Queue:
         return bool(self.wurk.redis.srem(keys.PAUSED, self.raw_name))
 
     def page(self, start: int = 0, count: int = 25) -> list[JobRecord]:
-        """Jobs from the head (newest) onwards."""
-        raws = self.wurk.redis.lrange(self.key, start, start + count - 1)
-        return [JobRecord(raw, self.name) for raw in raws]
+        """Jobs from the head (newest) onwards; with priorities, the last to run first."""
+        if len(self.lists) == 1:
+            raws = self.wurk.redis.lrange(self.key, start, start + count - 1)
+            return [JobRecord(raw, self.name) for raw in raws]
+        out: list[JobRecord] = []
+        list_keys = self._keys(last_first=True)
+        pipe = self.wurk.redis.pipeline(transaction=False)
+        for key in list_keys:
+            pipe.llen(key)
+        for key, size in zip(list_keys, pipe.execute(), strict=True):
+            if len(out) >= count:
+                break
+            if start >= size:
+                start -= size
+                continue
+            raws = self.wurk.redis.lrange(key, start, start + count - len(out) - 1)
+            out += (JobRecord(raw, self.name) for raw in raws)
+            start = 0
+        return out
 
     def __iter__(self) -> Iterator[JobRecord]:
         """Newest first; safe while jobs are deleted behind the cursor, as Sidekiq's ``Queue#each``."""
@@ -359,17 +414,27 @@ class Queue:
             yield JobRecord(raw, self.name)
 
     def raw_jobs(self, page: int = PAGE) -> Iterator[bytes]:
+        """Every job's exact bytes, newest first (with priorities, list by list, the last to run
+        first), as ``__iter__`` reads them (``_raw_jobs``)."""
+        if len(self.lists) == 1:
+            yield from self._raw_jobs(self.key, page)
+            return
+        for key in self._keys(last_first=True):
+            yield from self._raw_jobs(key, page)
+
+    def _raw_jobs(self, key: str | bytes, page: int) -> Iterator[bytes]:
         """Every job's exact bytes, newest first, read ``page`` at a time, as ``__iter__`` reads
         them; for a search that needs only the bytes (the dashboard's delete looks for a
         digest), without decoding each job. Each read is an LRANGE at an offset, which
         Redis reaches from the nearer end of the list, skipping whole list nodes: O(n / page)
         round trips, and O(offset) steps for each inside Redis."""
-        initial = self.size()
+        redis = self.wurk.redis
+        initial = int(redis.llen(key))
         yielded = 0
         while True:
-            shrunk = max(initial - self.size(), 0)
+            shrunk = max(initial - int(redis.llen(key)), 0)
             start = max(yielded - shrunk, 0)
-            raws = self.wurk.redis.lrange(self.key, start, start + page - 1)
+            raws = redis.lrange(key, start, start + page - 1)
             yield from raws
             if len(raws) < page:
                 return
@@ -393,12 +458,13 @@ class Queue:
         return None
 
     def delete_job(self, record: JobRecord) -> bool:
-        return bool(self.wurk.redis.lrem(self.key, 1, record.raw))
+        return any(self.wurk.redis.lrem(key, 1, record.raw) for key in self._keys())
 
     def clear(self) -> None:
+        """Delete every job of the queue, of every priority, and forget its lists."""
         pipe = self.wurk.redis.pipeline(transaction=True)
-        pipe.unlink(self.key)
-        pipe.srem(keys.QUEUES, self.raw_name)
+        pipe.unlink(*self._keys())
+        pipe.srem(keys.QUEUES, *self.lists)
         pipe.execute()
 
 
@@ -962,14 +1028,19 @@ class Stats:
 
     def _queue_sizes(self) -> dict[str, int]:
         redis = self.wurk.redis
-        names = sorted(redis.sscan_iter(keys.QUEUES), key=lambda n: (_text(n), n))
+        found = priority.group(redis.sscan_iter(keys.QUEUES))
+        names = sorted(found, key=lambda n: (_text(n), n))
         pipe = redis.pipeline(transaction=False)
         for name in names:
-            pipe.llen(_queue_key(name))
+            for listed in found[name]:
+                pipe.llen(_queue_key(listed))
+        replies = iter(pipe.execute())
         sizes: dict[str, int] = {}
         # Two names that are not UTF-8 may read alike; their jobs are counted under that text.
-        for name, size in zip(names, pipe.execute(), strict=True):
-            sizes[_text(name)] = sizes.get(_text(name), 0) + int(size)
+        # A queue's priority lists are counted with it (core/priority.py).
+        for name in names:
+            size = sum(int(next(replies)) for _ in found[name])
+            sizes[_text(name)] = sizes.get(_text(name), 0) + size
         return sizes
 
     def reset(self) -> None:
@@ -1052,13 +1123,20 @@ def queue_summaries(wurk: Wurk = default_wurk) -> list[QueueSummary]:
         return []
     pipe = wurk.redis.pipeline(transaction=False)
     for q in queues:
-        pipe.llen(q.key)
-        pipe.lindex(q.key, -1)
         pipe.sismember(keys.PAUSED, q.raw_name)
-    replies = pipe.execute()
+        for key in q._keys():
+            pipe.llen(key)
+            pipe.lindex(key, -1)
+    replies = iter(pipe.execute())
     out = []
-    for i, q in enumerate(queues):
-        size, oldest, paused = replies[3 * i : 3 * i + 3]
-        latency = JobRecord(oldest, q.name).latency if oldest is not None else 0.0
-        out.append(QueueSummary(q.name, int(size), latency, bool(paused)))
+    for q in queues:
+        paused = next(replies)
+        size, latency = 0, 0.0
+        # A queue with priorities: its lists' sizes together, its oldest job's age (core/priority.py).
+        for _ in q.lists:
+            size += int(next(replies))
+            oldest = next(replies)
+            if oldest is not None:
+                latency = max(latency, JobRecord(oldest, q.name).latency)
+        out.append(QueueSummary(q.name, size, latency, bool(paused)))
     return out

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from redis import Redis
 from redis import exceptions as redis_exceptions
 
-from django_wurk.core import wire
+from django_wurk.core import priority, wire
 from django_wurk.core.config import Config
 from django_wurk.core.connection import ThreadLines
 from django_wurk.core.middleware import Chain
@@ -46,7 +46,8 @@ _ARTICLE = {"int": "an int"}
 
 
 def promoted_queue(payload: Payload) -> str:
-    """The queue a sorted-set entry is promoted to: its ``queue``, ``default`` when it has none.
+    """The queue a sorted-set entry is promoted to: its ``queue``, ``default`` when it has none,
+    or that queue's list for the entry's ``priority`` (``core/priority.py``).
 
     A ``queue`` that is not a string (a list, a number, an object, written by another
     producer) names no queue: any text made of it (``"['default']"``, Ruby's ``"5"``) is a list
@@ -55,13 +56,13 @@ def promoted_queue(payload: Payload) -> str:
     """
     queue = payload.get("queue")
     if queue is None or queue == "":
-        return "default"
+        return priority.listed_for("default", payload)
     if not isinstance(queue, str):
         kind = type(queue).__name__
         raise wire.PayloadError(
             "InvalidPayload", f"payload 'queue' is {_ARTICLE.get(kind, 'a ' + kind)}, not a queue name"
         )
-    return queue
+    return priority.listed_for(queue, payload)
 
 
 #: What a pusher may answer: the jids a gate refused at the moment of the write (see

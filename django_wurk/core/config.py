@@ -147,6 +147,9 @@ class Config:
     #: ``"7"`` (Sidekiq 7's ``j|YYYYMMDD|...``), ``"both"``, or ``"auto"`` (8's, plus 7's while a
     #: Sidekiq 7 process is in the process set). Both layouts are always read.
     metrics_layout: str = "auto"
+    #: Fleet-wide caps (``{"critical": 20}``): at most that many jobs of the queue run at once
+    #: across every process (reliable fetch; docs/priority.md says how they are counted).
+    queue_caps: tuple[tuple[str, int], ...] = ()
 
     #: The settings of the features that own them (``Feature.settings``), one object per
     #: feature; ``section(kind)`` reads one. Not a key itself: each object's fields are.
@@ -156,6 +159,7 @@ class Config:
         _read_capsules(self)
         _validate(self)
         _check_shards(self)
+        _check_queue_caps(self)
 
     def capsule_list(self) -> tuple[CapsuleSpec, ...]:
         """The pools a worker process runs: the configured capsules, or the one ``default`` pool."""
@@ -427,6 +431,8 @@ def _coerce(key: str, name: str, raw: Any) -> Any:
         return parse_capsules(key, raw)
     if name == "shards":
         return _parse_shards(key, raw)
+    if name == "queue_caps":
+        return parse_queue_caps(key, raw)
     if name in ("legacy_workers_key", "strict_args"):
         return parse_bool(key, raw)
     if name in ("redis_pool_size", "poll_interval", "max_memory_mb") and (raw is None or raw == ""):
@@ -689,6 +695,36 @@ def _parse_shards(key: str, raw: Any) -> tuple[tuple[str, str], ...]:
     if not isinstance(raw, Mapping):
         raise ConfigError(key, f"expected a dict of shard names to Redis URLs, got {type(raw).__name__}")
     return tuple((name, url) for name, url in raw.items())
+
+
+def parse_queue_caps(key: str, raw: Any) -> tuple[tuple[str, int], ...]:
+    """``{"critical": 20}`` (or its JSON, from the environment) as ``(("critical", 20),)``."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else {}
+        except ValueError:
+            raise ConfigError(key, f"expected a JSON object of queue names to caps, got {raw!r}") from None
+    if isinstance(raw, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in raw):
+        raw = dict(raw)
+    if not isinstance(raw, Mapping):
+        raise ConfigError(key, f"expected a dict of queue names to caps, got {type(raw).__name__}")
+    return tuple(raw.items())
+
+
+def _check_queue_caps(c: Config) -> None:
+    for name, cap in c.queue_caps:
+        if not isinstance(name, str) or not QUEUE_NAME.match(name):
+            raise ConfigError("QUEUE_CAPS", f"a queue name must match [a-zA-Z0-9_:.-]+, got {name!r}")
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ConfigError(
+                "QUEUE_CAPS", f"the cap of queue {name!r} must be an integer of at least 1, got {cap!r}"
+            )
+    if c.queue_caps and c.fetch != "reliable":
+        raise ConfigError(
+            "QUEUE_CAPS",
+            "caps are counted in reliable fetch's private lists; they need FETCH = 'reliable', "
+            f"not {c.fetch!r}",
+        )
 
 
 def _check_shards(c: Config) -> None:

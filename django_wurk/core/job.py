@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
+from django_wurk.core import priority
 from django_wurk.core.arguments import KWARGS_KEY, CallShape
 from django_wurk.core.config import QUEUE_NAME
 from django_wurk.core.engine import wurk
@@ -107,6 +108,8 @@ def validate_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
         elif key == "retry_queue":
             if value is not None and (not isinstance(value, str) or not QUEUE_NAME.match(value)):
                 raise ValueError(f"{where}: retry_queue {value!r} must be a queue name")
+        elif key == "priority":
+            value = priority.check(value, where)
         elif key == "dead":
             if value is not None and not isinstance(value, bool):
                 raise ValueError(f"{where}: dead must be True or False, got {value!r}")
@@ -157,6 +160,8 @@ class Job:
     dead: ClassVar[bool | None] = None
     backtrace: ClassVar[bool | int | None] = None
     tags: ClassVar[Sequence[str] | None] = None
+    #: Runs before the queue's jobs of lower priority (-100...100, higher first; ``core/priority.py``).
+    priority: ClassVar[int | None] = None
     #: Further payload keys (Sidekiq options this engine does not interpret).
     options: ClassVar[Mapping[str, Any]] = {}
     #: Enqueue in Rails' ActiveJob wrapper shape, so a Rails app's worker can run it as the
@@ -391,6 +396,8 @@ class Setter(Generic[P]):
         for key, value in self.options.items():
             if key not in ("retry", "queue") and key not in delivery:
                 head[key] = value
+        if not head.get("priority", True):  # priority 0 is the default: such a job is written as before
+            del head["priority"]
         self._head = head
         # Read on every push: built once (``delivery`` hands out copies).
         self._delivery = {k: v for k, v in self.options.items() if k in delivery}

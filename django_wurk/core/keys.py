@@ -132,6 +132,14 @@ def task_result(jid: str) -> str:
 
 #: Sidekiq Pro's private-list naming, so a mixed fleet recognises in-progress jobs.
 PRIVATE_QUEUE_PREFIX = "queue:sq|"
+
+
+def cap_holders(queue_name: str) -> str:
+    """The set of private lists that hold (or held) jobs of the capped queue ``queue_name``
+    (``WURK["QUEUE_CAPS"]``): the fetch counts the jobs in them against the cap."""
+    return f"wurk-cap-holders:{queue_name}"
+
+
 #: A lease held by the one reaper running at a time across the cluster.
 REAPER_LOCK = "wurk-reaper"
 

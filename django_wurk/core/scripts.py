@@ -165,6 +165,7 @@ class Scripts:
         most: int = 1,
         spread: int = 1,
         budget: int = 1 << 62,
+        caps: Sequence[tuple[int, int, str]] = (),
     ) -> list[Any] | None:
         """Acknowledge the ``done`` jobs (each its private list and payload), take the next ones.
 
@@ -179,6 +180,10 @@ class Scripts:
         together with the script, still one round trip, rather than passed through Lua (see
         fetch.lua); this needs the ``pipeline`` this ``Scripts`` was made with (without one,
         those LREMs go first, alone).
+
+        ``caps`` holds, for each capped list in ``sources``, the index of its queue key there
+        (from 0), its queue's cap and that queue's holder set (``keys.cap_holders``); without
+        caps the script gets exactly the arguments it got before caps existed.
         """
         args: list[Any] = [0]
         large: list[tuple[Any, ...]] = []
@@ -189,6 +194,10 @@ class Scripts:
                 args += (private, raw)
         args[0] = (len(args) - 1) // 2
         args += (most, spread, budget)
+        if caps:
+            args.append(len(caps))
+            for index, cap, holders in caps:
+                args += (index + 1, cap, holders)  # Lua counts from 1
         if large:
             if self._pipeline is None:
                 for command in large:

@@ -51,7 +51,7 @@ _encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan
 
 
 #: Option names with a meaning to the engine, in the order Sidekiq writes them.
-KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags")
+KNOWN_OPTIONS = ("retry", "queue", "retry_for", "retry_queue", "dead", "backtrace", "tags", "priority")
 #: Payload keys no option may set: the client owns them.
 RESERVED_KEYS = frozenset({"class", "args", "jid", "created_at", "enqueued_at", "at", "wrapped"})
 

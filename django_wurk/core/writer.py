@@ -30,10 +30,12 @@ from django_wurk.core import keys, wire
 from django_wurk.core.backlog import Backlog, BacklogFull, Fate
 from django_wurk.core.client import NO_DELIVERY, ClientBufferFull, Delivery, EnqueueError, Refused
 from django_wurk.core.config import redact_url
+from django_wurk.core.priority import listed_for
 from django_wurk.core.wire import Payload
 
 if TYPE_CHECKING:
-    from django_wurk.core.client import Engine
+    from django_wurk.core.priority import listed_for
+from django_wurk.core.client import Engine
 
 logger = logging.getLogger("django_wurk.client")
 
@@ -228,7 +230,11 @@ class Writer:
             by_queue: dict[str, list[Payload]] = {}
             for payload in payloads:
                 payload["enqueued_at"] = stamp
-                by_queue.setdefault(payload["queue"], []).append(payload)
+                # A job of another priority than 0 waits in its queue's priority list (core/priority.py).
+                queue = payload["queue"]
+                if "priority" in payload:
+                    queue = listed_for(queue, payload)
+                by_queue.setdefault(queue, []).append(payload)
             for queue, group in by_queue.items():
                 commands.append(("SADD", keys.QUEUES, queue))
                 if len(group) == 1:  # a single push: nothing shared to encode once
@@ -344,6 +350,6 @@ class Writer:
         if not admitted:
             return None
         ready = admitted[0][0]
-        queue = str(ready.get("queue") or "default")
+        queue = listed_for(str(ready.get("queue") or "default"), ready)
         jid = str(ready.get("jid") or "")
         return self.wurk.scripts.push_once(marker, ttl, queue, wire.dumps(ready), at, jid)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from django_wurk.celery import Celery, Signature, UnsupportedOptionWarning, lookup, signature, states
+from django_wurk.celery import Celery, Signature, lookup, signature, states
 from django_wurk.celery import task as task_module
 from django_wurk.celery.exceptions import ImproperlyConfigured
 from django_wurk.celery.task import set_discoverer
@@ -64,8 +64,10 @@ def test_task_options_are_checked_at_definition() -> None:
         app.task(queue="no spaces", name="proj.bad2")(lambda: None)
     with pytest.raises(TypeError, match="unknown task option"):
         app.task(name="proj.bad3", colour="red")(lambda: None)
-    with pytest.warns(UnsupportedOptionWarning, match="retry_on_worker_lost= has no effect here"):
-        app.task(name="proj.lost", retry_on_worker_lost=True)(lambda: None)  # Celery 5.7's
+    # Celery 5.7's: True is what reliable fetch does anyway; False cannot be honoured.
+    assert app.task(name="proj.lost", retry_on_worker_lost=True)(lambda: None).name == "proj.lost"
+    with pytest.raises(ImproperlyConfigured, match="retry_on_worker_lost=False is not supported"):
+        app.task(name="proj.lost2", retry_on_worker_lost=False)(lambda: None)
 
 
 def test_apply_runs_here_and_eager_mode(wurk: Any, r: Any) -> None:

@@ -81,10 +81,18 @@ def test_expires_is_carried_as_an_absolute_expiry(wurk: Wurk, r: Any) -> None:
     assert expiries[1] == expiries[2] == at.timestamp()
 
 
-def test_priority_is_accepted_and_reported_unsupported(wurk: Wurk, r: Any) -> None:
-    with pytest.warns(UnsupportedOptionWarning, match="priority"):
+def test_priority_orders_a_run_in_its_queue(wurk: Wurk, r: Any) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsupportedOptionWarning)
         tasks.add.apply_async((1, 2), priority=5)
+        tasks.add.apply_async((1, 2), priority=0)
+    [payload] = queue_entries(r, "default@5")
+    assert payload["priority"] == 5 and payload["queue"] == "default"
     assert "priority" not in queue_entries(r)[0]
+    with pytest.raises(ValueError, match="priority must be an integer from -100 to 100"):
+        tasks.add.apply_async((1, 2), priority=255)
 
 
 def test_a_task_runs_on_a_worker_and_its_result_comes_back(celery_workers: Launcher, r: Any) -> None:

@@ -77,12 +77,15 @@ def test_a_handed_over_chain_keeps_how_to_call_each_step_and_drops_celerys_bookk
     from django_wurk.celery.canvas import UnsupportedWorkflow
 
     step = {"task": "t.b", "args": [1], "kwargs": {}, "subtask_type": None, "immutable": True,
-            "options": {"task_id": "b-id", "queue": "math", "countdown": 5, "reply_to": "x", "priority": 3}}  # fmt: skip
+            "options": {"task_id": "b-id", "queue": "math", "countdown": 5, "reply_to": "x", "priority": 3,
+                        "time_limit": 30, "soft_time_limit": None}}  # fmt: skip
     tasks.add.apply_async((1, 2), chain=[step])
     [payload] = queue_entries(r)
     assert payload["chain"] == [{"task": "t.b", "args": [1], "kwargs": {}, "subtask_type": None,
                                  "immutable": True,
-                                 "options": {"task_id": "b-id", "countdown": 5, "queue": "math"}}]  # fmt: skip
-    for bad in ({**step, "subtask_type": "chord"}, {**step, "options": {"link": [step]}}, "t.b"):
+                                 "options": {"task_id": "b-id", "countdown": 5, "queue": "math",
+                                             "time_limit": 30}}]  # fmt: skip
+    for bad in ({**step, "subtask_type": "chord"}, {**step, "options": {"link": [step]}}, "t.b",
+                {**step, "options": {"time_limit": "soon"}}):  # fmt: skip
         with pytest.raises(UnsupportedWorkflow, match="chain="):
             tasks.add.apply_async((1, 2), chain=[bad])

@@ -491,3 +491,13 @@ def test_actions_are_recorded_in_the_admin_history(manager: Client, r: Any, wurk
     }
     index = manager.get("/admin/").content.decode()
     assert "cleared queue mail (2 jobs)" in index and "paused queue mail" in index
+
+
+def test_delete_and_clear_reach_a_queues_priority_lists(manager: Client, r: Any, wurk: Wurk) -> None:
+    push(r, payload(args=[0]))
+    high = push(r, payload(args=[5], priority=5), queue="default@5")
+    response = manager.post(url("queue_delete"), {"name": "default", "digest": digest(high), "position": "1"})
+    assert "Deleted app.jobs.Hello job" in said(response)[0] and r.llen("queue:default@5") == 0
+    push(r, payload(args=[6], priority=-6), queue="default@-6")
+    manager.post(url("queue_clear"), {"name": "default", "confirm": "yes"})
+    assert not r.exists("queue:default", "queue:default@-6") and r.smembers(keys.QUEUES) == set()

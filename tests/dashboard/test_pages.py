@@ -285,3 +285,15 @@ def test_keyword_arguments_show_as_name_value_in_lists_and_on_the_job_page(viewe
     page = text(viewer, url("entry", kind="scheduled", key=f"{score!r}-{jid}"))
     assert '<th scope="row">Keyword arguments</th>' in page
     assert "&quot;user_id&quot;: 8" in page and '<th scope="row">kwargs</th>' not in page
+
+
+def test_a_queue_with_priorities_is_one_row_and_one_page(viewer: Client, r: Any) -> None:
+    """Issue 26: ``queue:default@5`` and ``queue:default@-5`` are the queue ``default``."""
+    push(r, payload(args=["zero"]), queue="default")
+    push(r, payload(args=["high"], priority=5), queue="default@5")
+    push(r, payload(args=["low"], priority=-5), queue="default@-5")
+    page = text(viewer, url("queues"))
+    assert page.count('data-queue="default') == 1 and "3 jobs waiting" in page
+    queue = text(viewer, url("queue", name="default"))
+    assert queue.index("low") < queue.index("zero") < queue.index("high")  # the last to run first
+    assert f"1{NDASH}3 of 3" in queue

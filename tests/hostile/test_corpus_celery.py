@@ -123,6 +123,20 @@ ODD_FIELDS: list[dict[str, Any]] = [
     {"chain": [5]},
     {"chain": [{"task": 5}]},
     {"chain": [{"task": "hostile.celery.count", "args": "no list", "options": {"task_id": "no spaces"}}]},
+    {"link": "x"},
+    {
+        "link": [
+            5,
+            {"task": 5},
+            {"task": "hostile.celery.count", "args": "no list", "options": {"task_id": "a b"}},
+        ]
+    },
+    {"link": {"__type__": "nosuchtype", "__value__": 1}},
+    {"link_error": [{"task": "hostile.celery.count", "options": {"task_id": "no spaces"}}]},
+    {"timeout": "soon"},
+    {"timeout": -1},
+    {"soft_timeout": [1]},
+    {"soft_timeout": 1e300},
     {"kwargs": {"k": 1}, "expires_at": 1},
 ]
 

@@ -347,3 +347,18 @@ def reports_its_wait(enqueued_at: float, seconds: float = 0.0) -> None:
 def counts_its_runs(n: int) -> None:
     """Counts each start of job ``n`` (a hash field per job), so a test sees which jobs ran again."""
     wurk.redis.hincrby("runs", str(n), 1)
+
+
+@job(queue="capped")
+def capped(n: int, seconds: float = 0.05, until: str = "") -> None:
+    """Counts the jobs of its queue running at once (``caps:levels`` gets the count each one
+    saw as it started); runs ``seconds``, and on until the key ``until`` exists if one is named."""
+    r = wurk.redis
+    r.rpush("caps:levels", r.incr("caps:running"))
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline or (until and not r.exists(until)):
+            time.sleep(0.01)
+    finally:
+        r.decr("caps:running")
+    record("capped", n)

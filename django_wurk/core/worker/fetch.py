@@ -20,6 +20,10 @@ the jobs taken along and not started. When every queue is empty, each processor 
 blocks on one queue with BLMOVE (threads are spread over the queues), so a new job starts
 at once instead of waiting for a poll, and an idle worker does not spin.
 
+**Priority and caps** (docs/priority.md): a queue's priority lists (``<q>@<p>``, from
+``core/priority.py``) take its place in the order, highest first, and fetch.lua passes over a
+capped queue (``worker/caps.py``) whose cap is reached, in the same round trip.
+
 **Basic fetch** is BRPOP across the queues: the job exists only in this process while it
 runs, so a crash loses it. It stays available as ``WURK["FETCH"] = "basic"``.
 
@@ -58,7 +62,9 @@ from redis.exceptions import RedisError, ResponseError
 from django_wurk.core import keys
 from django_wurk.core.config import Config
 from django_wurk.core.connection import Line, Redis
+from django_wurk.core.priority import PriorityLists, waiting_order
 from django_wurk.core.scripts import Scripts
+from django_wurk.core.worker.caps import CAP_POLL, QueueCaps
 
 logger = logging.getLogger("django_wurk.fetch")
 
@@ -244,10 +250,11 @@ class BasicFetch:
         self.order = QueueOrder(config)
         self.paused = PausedQueues(redis)
         self.wrong_type = WrongTypeQueues()
+        self.priorities = PriorityLists(lambda: redis.smembers(keys.QUEUES), config.queue_names)
 
     def fetch(self, previous: UnitOfWork | None = None, slot: int = 0) -> UnitOfWork | None:
         while True:
-            names = self.wrong_type.running(self.paused.running(self.order()))
+            names = self.wrong_type.running(self.priorities.expand(self.paused.running(self.order())))
             if not names:  # every queue paused (or unreadable): wait as BRPOP would, never spin
                 time.sleep(self.timeout)
                 return None
@@ -379,6 +386,8 @@ class ReliableFetch:
         self.order = QueueOrder(config)
         self.private = {name: keys.private_queue(identity, name) for name in config.queue_names}
         self._keys = {name: (keys.queue(name), self.private[name]) for name in config.queue_names}
+        self.priorities = PriorityLists(lambda: redis.smembers(keys.QUEUES), config.queue_names)
+        self.caps = QueueCaps(config)
         self._local = threading.local()
         #: Jobs a fetch took along, not started yet: the next fetch of any thread takes one
         #: without a round trip; ``_ready_at`` is when the oldest of them arrived.
@@ -457,7 +466,7 @@ class ReliableFetch:
             if self._ready and self._unacked() < self.unacked_at_most:
                 return self._handed(mine, self._ready.popleft())
             # Otherwise a round trip, which acknowledges the finished jobs on its way.
-        order = self.paused.running(self.order())
+        order = self.priorities.expand(self.paused.running(self.order()))
         if self.wrong_type.skipped:
             order = self.wrong_type.running(order)
         if not order:  # every queue paused (or unreadable): acknowledge, then wait as BLMOVE would
@@ -466,7 +475,7 @@ class ReliableFetch:
             return None
         script_keys: list[str] = []
         for name in order:
-            script_keys += self._keys[name]
+            script_keys += self._keys.get(name) or self._listed(name)
         with self._lock:
             done = self._sending()
             along = FETCH_AT_MOST if short and not self._alone and len(self._ready) < FETCH_AT_MOST else 1
@@ -477,6 +486,7 @@ class ReliableFetch:
                 along,
                 self.spread,
                 TAKE_ALONG_BYTES,
+                self.caps.args(order) if self.caps.caps else (),
             )
         except BaseException:
             self._unsent(done)
@@ -516,13 +526,24 @@ class ReliableFetch:
         # different queues (by slot), so each queue has a waiter when concurrency allows.
         # (A key that turned into another type since the script ran fails this one wait like
         # an outage would; the next fetch's script names it and leaves it out.)
-        name = order[slot % len(order)]
+        name = waiting_order(order)[slot % len(order)]
+        if self.caps.caps and self.caps.capped(name):  # a blocking move would take a job past the cap
+            time.sleep(min(self.timeout, CAP_POLL))
+            return None
         queue_key, private = self._keys[name]
         raw = mine.line.call("BLMOVE", queue_key, private, "RIGHT", "LEFT", self.timeout)
         if raw is None:
             return None
         with self._lock:
             return self._handed(mine, UnitOfWork(queue=name, raw=raw))
+
+    def _listed(self, name: str) -> tuple[str, str]:
+        """The keys of a priority list (``core/priority.py``), learnt while running: from now on
+        its jobs are acknowledged, pushed back and swept at the stop like any queue's."""
+        private = keys.private_queue(self.identity, name)
+        self.private[name] = private
+        pair = self._keys[name] = (keys.queue(name), private)
+        return pair
 
     def _handed(self, mine: _Thread, unit: UnitOfWork) -> UnitOfWork:
         """``_start`` (under ``_lock``); a recovered job's isolation is done outside the lock."""
@@ -704,7 +725,7 @@ class ReliableFetch:
         moved = 0
         for unit in units:
             moved += self._move_back(self.private[unit.queue], unit.queue, unit.raw)
-        for name, private in self.private.items():
+        for name, private in list(self.private.items()):  # a thread may learn a priority list meanwhile
             for raw in self.redis.lrange(private, 0, -1):
                 moved += self._move_back(private, name, raw)
         if moved:
@@ -712,10 +733,11 @@ class ReliableFetch:
 
     def listed(self) -> list[UnitOfWork]:
         """Every job in this process's private lists, whether a thread holds it or not."""
+        known = dict(self.private)  # a thread may learn a priority list meanwhile
         pipe = self.redis.pipeline(transaction=False)
-        for private in self.private.values():
+        for private in known.values():
             pipe.lrange(private, 0, -1)
-        lists = zip(self.private, pipe.execute(), strict=True)
+        lists = zip(known, pipe.execute(), strict=True)
         return [UnitOfWork(name, raw) for name, raws in lists for raw in raws]
 
     def push_back(self, units: list[UnitOfWork], behind: bool = False) -> int:

@@ -21,7 +21,7 @@ import traceback
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from django_wurk.core import keys, wire
+from django_wurk.core import keys, priority, wire
 from django_wurk.core.dead_set import bury
 from django_wurk.core.engine import UnrunnableJob
 from django_wurk.core.wire import Payload
@@ -110,7 +110,10 @@ class RetryHandler:
             return "dropped"
 
         retry_queue = msg.get("retry_queue")
-        msg["queue"] = retry_queue if isinstance(retry_queue, str) and retry_queue else queue
+        # ``queue`` is the list the job came from: a priority list names its queue (core/priority.py).
+        msg["queue"] = (
+            retry_queue if isinstance(retry_queue, str) and retry_queue else priority.split(queue)[0]
+        )
         msg["error_message"] = wire.error_message(exc)
         msg["error_class"] = wire.error_class(exc)
         now = time.time()

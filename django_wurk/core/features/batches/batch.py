@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError
 
-from django_wurk.core import wire
+from django_wurk.core import priority, wire
 from django_wurk.core.backlog import Backlog, Fate
 from django_wurk.core.client import NO_DELIVERY, Delivery, EnqueueError, capture, capturing, writes_to_redis
 from django_wurk.core.config import QUEUE_NAME, redact_url
@@ -390,7 +390,7 @@ class _Flush:
             for (payload, at), text in zip(entry.jobs, texts, strict=True):
                 jobs += (
                     payload["jid"],
-                    str(payload.get("queue") or "default"),
+                    priority.listed_for(str(payload.get("queue") or "default"), payload),
                     "" if at is None else repr(at),
                     text,
                 )

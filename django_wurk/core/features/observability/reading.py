@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django_wurk.core import keys, wire
+from django_wurk.core import keys, priority, wire
 from django_wurk.core.api import QueueGauge
 
 if TYPE_CHECKING:
@@ -54,22 +54,28 @@ def _count(value: object) -> int:
 
 
 def read(redis: Redis) -> Reading:
-    names = sorted(n for n in redis.smembers(keys.QUEUES) if isinstance(n, bytes))
+    # A queue's priority lists are read with it, as one queue (core/priority.py).
+    found = priority.group(n for n in redis.smembers(keys.QUEUES) if isinstance(n, bytes))
+    names = sorted(found)
     shown = names[:MAX_QUEUES]
     pipe = redis.pipeline(transaction=False)
     for name in shown:
-        raw_key = keys.queue("").encode() + name  # the name's own bytes, UTF-8 or not
-        pipe.llen(raw_key)
-        pipe.lindex(raw_key, -1)
+        for listed in found[name]:
+            raw_key = keys.queue("").encode() + listed  # the name's own bytes, UTF-8 or not
+            pipe.llen(raw_key)
+            pipe.lindex(raw_key, -1)
     for key in (keys.RETRY, keys.SCHEDULE, keys.DEAD):
         pipe.zcard(key)
-    replies = pipe.execute(raise_on_error=False)  # a key of the wrong type reads as 0
+    replies = iter(pipe.execute(raise_on_error=False))  # a key of the wrong type reads as 0
     now = time.time()
-    gauges = [
-        QueueGauge(queue_name(name), _count(replies[2 * i]), oldest_age(replies[2 * i + 1], now))
-        for i, name in enumerate(shown)
-    ]
-    retry, scheduled, dead = (_count(v) for v in replies[2 * len(shown) :])
+    gauges = []
+    for name in shown:
+        size, age = 0, 0.0
+        for _ in found[name]:
+            size += _count(next(replies))
+            age = max(age, oldest_age(next(replies), now))
+        gauges.append(QueueGauge(queue_name(name), size, age))
+    retry, scheduled, dead = (_count(v) for v in replies)
     return Reading(len(names), gauges, retry, scheduled, dead)
 
 

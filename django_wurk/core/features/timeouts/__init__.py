@@ -1,8 +1,8 @@
 """Job timeouts: ``@job(timeout=30)`` stops an attempt that runs longer than 30 seconds.
 
-See ``docs/timeouts.md``. ``FEATURE`` reads the ``timeout`` job option and plugs in a server
-middleware that enters each limited job in the process's deadline table, and, at each worker
-process's ``startup``, the watchdog thread that enforces it.
+See ``docs/timeouts.md``. ``FEATURE`` reads the ``timeout`` (and ``soft_timeout``) job options
+and plugs in a server middleware that enters each limited job in the process's deadline
+table, and, at each worker process's ``startup``, the watchdog thread that enforces it.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 from django_wurk.core.events import Process
 from django_wurk.core.feature import Feature, Place, Plug
-from django_wurk.core.features.timeouts.errors import TimedOut
-from django_wurk.core.features.timeouts.option import TIMEOUT, check_timeout
+from django_wurk.core.features.timeouts.errors import SoftTimedOut, TimedOut
+from django_wurk.core.features.timeouts.option import SOFT_TIMEOUT, TIMEOUT, check_soft_timeout, check_timeout
 from django_wurk.core.features.timeouts.watchdog import Deadlines, TimeoutServerMiddleware, Watchdog
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ FEATURE = Feature(
     # and the TimedOut raised in it passes out through the others (a batch counts the failure,
     # a lock is released).
     server_place=Place(inside=("status", "expiring")),
-    job_options={TIMEOUT: check_timeout},
+    job_options={TIMEOUT: check_timeout, SOFT_TIMEOUT: check_soft_timeout},
 )
 
-__all__ = ["FEATURE", "TIMEOUT", "TimedOut"]
+__all__ = ["FEATURE", "SOFT_TIMEOUT", "TIMEOUT", "SoftTimedOut", "TimedOut"]

@@ -14,6 +14,8 @@ from typing import Any
 
 #: The job option and payload key.
 TIMEOUT = "timeout"
+#: The soft limit's: at it ``SoftTimedOut`` is raised in the job, which may catch it.
+SOFT_TIMEOUT = "soft_timeout"
 #: Longer than this is a mistake, not a limit (the engine's bound for durations, ~31 years).
 MOST = 1_000_000_000
 
@@ -29,16 +31,20 @@ def seconds(value: Any) -> float | None:
     return limit if math.isfinite(limit) and 0 < limit < MOST else None
 
 
-def check_timeout(value: Any, where: str) -> int | float | None:
+def check_timeout(value: Any, where: str, name: str = TIMEOUT) -> int | float | None:
     """The option's check at ``set()`` and class definition; ``None`` turns a default off."""
     if value is None:
         return None
     number = value.total_seconds() if isinstance(value, timedelta) else value
     if seconds(number) is None:
         raise ValueError(
-            f"{where}: timeout must be seconds (or a timedelta) > 0 and below {MOST:_}, got {value!r}"
+            f"{where}: {name} must be seconds (or a timedelta) > 0 and below {MOST:_}, got {value!r}"
         )
     return int(number) if number == int(number) else float(number)
+
+
+def check_soft_timeout(value: Any, where: str) -> int | float | None:
+    return check_timeout(value, where, SOFT_TIMEOUT)
 
 
 def absent(value: Any) -> bool:

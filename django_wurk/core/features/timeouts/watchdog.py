@@ -11,11 +11,19 @@ watchdog, a thread in every worker process, looks at the table every ``TICK`` se
    socket where no exception reaches it. The watchdog gives up on it: ``TimedOut`` is
    recorded as its outcome (retry set, dead set or discard, by its retry rules, exactly
    once), the job is acknowledged, and then
+   A job object with a ``given_up(failure)`` method is told then (the Celery layer writes
+   the task's FAILURE result with it);
    * in a plain worker (``runwurk``, ``-P 1``) the stuck thread is left running as a
      daemon and a new thread takes its slot; if it ever returns, it records nothing;
    * in a swarm child (``runwurk -P N``) the process leaves the process set and exits,
      and the supervisor starts a fresh one: the stuck thread dies with it, and the
      process's other running jobs are recovered from its private list by the reaper.
+
+A job may also have a ``soft_timeout``: at that deadline ``SoftTimedOut`` is raised inside it,
+once, and nothing else happens (the job may catch it and clean up). A job class chooses the
+classes raised with ``timeout_error`` and ``soft_timeout_error`` (subclasses of ``TimedOut``
+and ``SoftTimedOut``); the Celery layer gives Celery's ``TimeLimitExceeded`` and
+``SoftTimeLimitExceeded`` that way, so a task catches what it catches under Celery.
 
 A cancelled job (``django_wurk.cancel``) that does not stop by itself is stopped the same
 way: the cancel feature cuts its deadline to the end of its grace (``Deadlines.cut``) with
@@ -33,8 +41,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.features.timeouts.errors import for_limit
-from django_wurk.core.features.timeouts.option import TIMEOUT, absent, seconds
+from django_wurk.core.features.timeouts.errors import SoftTimedOut, TimedOut, for_limit
+from django_wurk.core.features.timeouts.option import SOFT_TIMEOUT, TIMEOUT, absent, seconds
 from django_wurk.core.wire import Payload
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.service import JobControl
@@ -59,8 +67,17 @@ class Running:
     thread: threading.Thread
     job: Any
     payload: Payload
+    #: The hard limit and its deadline (monotonic); ``inf`` for a job with a soft limit only.
     limit: float
     deadline: float
+    #: The soft limit and its deadline, if the job has one.
+    soft_limit: float | None = None
+    soft_deadline: float | None = None
+    #: The classes raised at each deadline (the job class's ``timeout_error``...).
+    error: type[TimedOut] = TimedOut
+    soft_error: type[SoftTimedOut] = SoftTimedOut
+    #: The soft deadline's exception was raised in the thread.
+    soft_fired: bool = False
     #: Held while the watchdog acts on the job and while its thread leaves, so the two never cross.
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: When ``TimedOut`` was raised in the thread (monotonic), if it was.
@@ -69,17 +86,17 @@ class Running:
     left: bool = False
     #: The job was given up on: its outcome is recorded.
     abandoned: bool = False
-    #: What is raised in the thread and recorded if it is given up on; ``None``: ``TimedOut``.
-    error: type[BaseException] | None = None
-    #: Why it is stopped, for the log ("its timeout of 3 s", "it was cancelled").
+    #: Set by a cancel (``Deadlines.cut``): raised in the thread and recorded if it is given
+    #: up on, instead of ``error``.
+    cancel: type[BaseException] | None = None
+    #: Why it is stopped, for the log ("it was cancelled"); its timeout when empty.
     reason: str = ""
-    #: Called once the job was given up on and its outcome recorded (the cancel feature counts it).
+    #: Called once the job was given up on for a cancel and acknowledged (the cancel feature
+    #: records it as cancelled).
     on_abandon: Callable[[], None] | None = None
-    #: Entered by ``cut`` for a job with no limit of its own: ``leave`` it where it was cut.
-    cut_only: bool = False
 
     def failure(self) -> type[BaseException]:
-        return self.error if self.error is not None else for_limit(self.limit)
+        return self.cancel if self.cancel is not None else for_limit(self.limit, self.error)
 
     def why(self) -> str:
         return self.reason or f"its timeout of {self.limit:g} s"
@@ -102,9 +119,16 @@ class Deadlines:
         self._lock = threading.Lock()
         self._running: dict[threading.Thread, Running] = {}
 
-    def enter(self, job: Any, payload: Payload, limit: float) -> Running:
+    def enter(
+        self, job: Any, payload: Payload, limit: float | None, soft_limit: float | None = None
+    ) -> Running:
         thread = threading.current_thread()
-        entry = Running(thread, job, payload, limit, time.monotonic() + limit)
+        now = time.monotonic()
+        hard = limit if limit is not None else float("inf")
+        entry = Running(thread, job, payload, hard, now + hard, soft_limit,
+                        None if soft_limit is None else now + soft_limit,
+                        error_class(job, "timeout_error", TimedOut),
+                        error_class(job, "soft_timeout_error", SoftTimedOut))  # fmt: skip
         with self._lock:
             self._running[thread] = entry
         return entry
@@ -114,7 +138,7 @@ class Deadlines:
         acting on this job right now, then cancels a ``TimedOut`` raised too late to land."""
         with entry.lock:
             entry.left = True
-            if entry.fired is not None:
+            if entry.fired is not None or entry.soft_fired:
                 _raise_in(entry.thread, None)
         with self._lock:
             if self._running.get(entry.thread) is entry:
@@ -141,8 +165,8 @@ class Deadlines:
         with self._lock:
             entry = self._running.get(thread)
             if entry is None:
-                entry = Running(thread, job, payload, within, at, error=error, reason=reason,
-                                on_abandon=on_abandon, cut_only=True)  # fmt: skip
+                entry = Running(thread, job, payload, within, at, cancel=error, reason=reason,
+                                on_abandon=on_abandon)  # fmt: skip
                 self._running[thread] = entry
                 return entry
         with entry.lock:
@@ -151,12 +175,21 @@ class Deadlines:
                     entry.deadline = min(entry.deadline, at)
                 # Already told to stop (``TimedOut``): if it is given up on, it is recorded as
                 # ``error`` all the same, never as a failure to retry.
-                entry.error, entry.reason, entry.on_abandon = error, reason, on_abandon
+                entry.cancel, entry.reason, entry.on_abandon = error, reason, on_abandon
         return None
 
     def overdue(self, now: float) -> list[Running]:
         with self._lock:
             return [e for e in self._running.values() if e.deadline <= now]
+
+    def softly_overdue(self, now: float) -> list[Running]:
+        """The jobs past their soft deadline that have not been told yet."""
+        with self._lock:
+            return [
+                e
+                for e in self._running.values()
+                if e.soft_deadline is not None and e.soft_deadline <= now and not e.soft_fired
+            ]
 
     def forget(self, entry: Running) -> None:
         with self._lock:
@@ -164,31 +197,43 @@ class Deadlines:
                 del self._running[entry.thread]
 
 
-class TimeoutServerMiddleware:
-    """Enters a job with a usable ``timeout`` in the process's ``Deadlines`` while it runs."""
+def error_class(job: Any, attribute: str, default: type[Any]) -> Any:
+    """The job class's choice of exception for a deadline, if it is a subclass of ``default``."""
+    chosen = getattr(type(job), attribute, None)
+    return chosen if isinstance(chosen, type) and issubclass(chosen, default) else default
 
-    payload_keys = (TIMEOUT,)
+
+class TimeoutServerMiddleware:
+    """Enters a job with a usable ``timeout`` or ``soft_timeout`` in the process's ``Deadlines``
+    while it runs."""
+
+    payload_keys = (TIMEOUT, SOFT_TIMEOUT)
 
     def __init__(self, wurk: Wurk, deadlines: Deadlines) -> None:
         self.wurk = wurk
         self.deadlines = deadlines
 
     def __call__(self, job: Job, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        value = payload.get(TIMEOUT)
-        limit = seconds(value)
-        if limit is None:
-            if not absent(value):
-                logger.warning(
-                    "job %r (%s) has timeout %.60r, not seconds > 0: it runs without a limit",
-                    payload.get("jid", ""), wire.job_display_class(payload), value,
-                )  # fmt: skip
+        limit, soft = self._limit(payload, TIMEOUT), self._limit(payload, SOFT_TIMEOUT)
+        if limit is None and soft is None:
             call_next()
             return
-        entry = self.deadlines.enter(job, payload, limit)
+        entry = self.deadlines.enter(job, payload, limit, soft)
         try:
             call_next()
         finally:
             self.deadlines.leave(entry)
+
+    @staticmethod
+    def _limit(payload: Payload, key: str) -> float | None:
+        value = payload.get(key)
+        limit = seconds(value)
+        if limit is None and not absent(value):
+            logger.warning(
+                "job %r (%s) has %s %.60r, not seconds > 0: it runs without that limit",
+                payload.get("jid", ""), wire.job_display_class(payload), key, value,
+            )  # fmt: skip
+        return limit
 
 
 class Watchdog:
@@ -221,6 +266,17 @@ class Watchdog:
                 self.wurk.report_error(exc, {"context": "timeout watchdog"})
 
     def check(self, now: float) -> None:
+        for entry in self.deadlines.softly_overdue(now):
+            with entry.lock:
+                if entry.left or entry.abandoned or entry.soft_fired or entry.fired is not None:
+                    continue
+                entry.soft_fired = True
+                logger.warning(
+                    "job %r (%s) passed its soft timeout of %g s: raising %s in it",
+                    entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.soft_limit,
+                    entry.soft_error.__name__,
+                )  # fmt: skip
+                _raise_in(entry.thread, for_limit(entry.soft_limit or 0.0, entry.soft_error))
         for entry in self.deadlines.overdue(now):
             with entry.lock:
                 if entry.left or entry.abandoned:
@@ -267,7 +323,7 @@ class Watchdog:
         self.control.replace_process(f"a job blocked past its timeout ({failure})")
 
     def _abandon(self, entry: Running) -> BaseException | None:
-        """Record ``TimedOut`` (or the entry's ``error``) as ``entry``'s outcome (its lock
+        """Record ``TimedOut`` (or a cancel's ``Cancelled``) as ``entry``'s outcome (its lock
         held); None if its thread got back first."""
         entry.abandoned = True
         self.deadlines.forget(entry)
@@ -275,9 +331,22 @@ class Watchdog:
         replace = not self.control.supervised
         if not self.control.abandon(entry.thread, entry.job, failure, replace=replace):
             return None
-        if entry.on_abandon is not None:
+        if entry.cancel is not None:
+            # Cancelled: recorded as such by the cancel feature (its status, batch, Celery's
+            # REVOKED), not as a failure of the job's own.
+            if entry.on_abandon is not None:
+                try:
+                    entry.on_abandon()
+                except Exception as exc:
+                    logger.warning("after giving up on job %r: %s", entry.payload.get("jid", ""), exc)
+            return failure
+        # A job may keep records of its own (the Celery layer's result): it is told, since
+        # its thread will not be back to say how it ended.
+        given_up = getattr(entry.job, "given_up", None)
+        if callable(given_up):
             try:
-                entry.on_abandon()
+                given_up(failure)
             except Exception as exc:
-                logger.warning("after giving up on job %r: %s", entry.payload.get("jid", ""), exc)
+                logger.exception("given_up() of job %r raised", entry.payload.get("jid", ""))
+                self.wurk.report_error(exc, {"context": "timeout watchdog", "job": entry.payload})
         return failure

@@ -1,0 +1,1 @@
+"""Celery's ``celery.utils`` paths a project imports (``celery.utils.log``)."""
