@@ -13,6 +13,7 @@ from django_wurk.core.config import Config, ConfigError, QueueSpec, UnknownShard
 from django_wurk.core.engine import UnknownJobError, Wurk, wurk
 from django_wurk.core.features import DEFAULT as _DEFAULT
 from django_wurk.core.features.batches import Batch, BatchCallback, BatchStatus
+from django_wurk.core.features.cancel import CancelError, CurrentJob, cancel, current_job
 from django_wurk.core.features.encryption import EncryptionError
 from django_wurk.core.features.status import current_status
 from django_wurk.core.features.timeouts import SoftTimedOut, TimedOut
@@ -40,9 +41,11 @@ __all__ = [
     "Batch",
     "BatchCallback",
     "BatchStatus",
+    "CancelError",
     "ClientBufferFull",
     "Config",
     "ConfigError",
+    "CurrentJob",
     "EncryptionError",
     "EnqueueError",
     "Job",
@@ -57,6 +60,8 @@ __all__ = [
     "UnknownShard",
     "Wurk",
     "__version__",
+    "cancel",
+    "current_job",
     "current_status",
     "job",
     "wurk",

@@ -63,8 +63,9 @@ worker_stopping = Signal()
 # still sealed); ``queue``.
 
 #: An attempt starts, after every feature let it in: an expired job, a unique job's second
-#: copy, a revoked Celery task never start. Also ``job``: the instance that will ``perform``
-#: (Celery's ``task_prerun``).
+#: copy, a revoked Celery task, a cancelled job never start. Also ``job``: the instance that
+#: will ``perform`` (Celery's ``task_prerun``). A job cancelled while it runs sends neither
+#: ``job_succeeded`` nor ``job_failed``.
 job_started = Signal()
 #: The attempt returned. Also ``job`` and ``runtime`` (seconds) (Celery's ``task_success``).
 job_succeeded = Signal()
@@ -156,7 +157,7 @@ FEATURE = Feature(
     # is told by the worker's error report, which a rescheduled job never reaches); outside
     # the timeout, whose TimedOut is this attempt's failure.
     server_place=Place(
-        inside=("limiters", "unique", "batches", "expiring", "celery_revoked"),
+        inside=("limiters", "unique", "batches", "expiring", "celery_revoked", "cancel"),
         outside=("timeouts",),
     ),
 )

@@ -35,7 +35,16 @@ def shape(engine: Wurk) -> tuple[object, ...]:
 
 def test_every_order_of_default_builds_the_same_engine() -> None:
     expected = shape(Wurk(features=DEFAULT))
-    assert expected[1] == ["limiters", "batches", "unique", "expiring", "status", "timeouts", "encryption"]
+    assert expected[1] == [
+        "limiters",
+        "batches",
+        "unique",
+        "expiring",
+        "status",
+        "cancel",
+        "timeouts",
+        "encryption",
+    ]
     assert expected[0] == ["encryption", "expiring", "batches"]
     # A push the lock refuses is never collapsed, and one collapsed away is never "enqueued".
     assert expected[2] == ["unique", "collapse", "status"]

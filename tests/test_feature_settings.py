@@ -14,13 +14,20 @@ import pytest
 from django_wurk.core.config import Config, ConfigError, UnknownSetting, key_names, setting_names
 from django_wurk.core.features import DEFAULT, SETTINGS
 from django_wurk.core.features.batches import BatchSettings
+from django_wurk.core.features.cancel import CancelSettings
 from django_wurk.core.features.encryption import EncryptionSettings
 from django_wurk.core.features.status import StatusSettings
 from django_wurk.core.features.unique import UniqueSettings
 
 
 def test_every_feature_setting_belongs_to_one_feature_and_none_to_the_engine() -> None:
-    assert set(SETTINGS) == {BatchSettings, StatusSettings, EncryptionSettings, UniqueSettings}
+    assert set(SETTINGS) == {
+        BatchSettings,
+        StatusSettings,
+        EncryptionSettings,
+        UniqueSettings,
+        CancelSettings,
+    }
     assert tuple(f.settings for f in DEFAULT if f.settings is not None) == SETTINGS
     engine = set(key_names(Config))
     owners: dict[str, type] = {}

@@ -497,6 +497,14 @@ class GroupResult:
     def failed(self) -> bool:
         return any(r.failed() for r in self.results)
 
+    def revoke(
+        self, connection: Any = None, terminate: bool = False, signal: Any = None, **kwargs: Any
+    ) -> None:
+        """Cancel every task of the group (``django_wurk.celery.control``)."""
+        from django_wurk.celery.control import revoke
+
+        revoke([r.id for r in self.results], terminate=terminate, signal=signal)
+
     def completed_count(self) -> int:
         return sum(1 for r in self.results if r.successful())
 

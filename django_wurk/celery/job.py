@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Protocol
 
 from django_wurk.celery.exceptions import Retry, SoftTimeLimitExceeded, TimeLimitExceeded
+from django_wurk.core.control import Cancelled
 from django_wurk.core.engine import Wurk
 from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.features.expiring import EXPIRES_AT
@@ -34,7 +35,7 @@ class Runner(Protocol):
 
     def record_given_up(self, job: CeleryJob, failure: BaseException) -> None: ...
 
-    def record_revoked(self, task_id: str, payload: Payload) -> None: ...
+    def record_revoked(self, task_id: str, payload: Payload, expired: bool = True) -> None: ...
 
 
 class CeleryJob(Job, abstract=True):
@@ -70,28 +71,38 @@ class CeleryJob(Job, abstract=True):
 
 
 class RecordRevoked:
-    """Server middleware: a Celery task whose ``expires_at`` has passed gets a REVOKED result.
+    """Server middleware: a Celery task revoked before or while it ran gets a REVOKED result.
 
-    The expiring-jobs feature's middleware, which runs after this one, then skips the job
-    (and counts it in ``stat:expired``), as it does for every expiring job. This one only
-    writes what Celery's result would say, so ``AsyncResult.get()`` raises
-    ``TaskRevokedError`` instead of waiting for a run that will never come.
+    Two ways to be revoked, one record: a task whose ``expires_at`` has passed (the
+    expiring-jobs feature's middleware, which runs after this one, then skips the job and
+    counts it in ``stat:expired``), and a task cancelled (``revoke()``, which is
+    ``django_wurk.cancel``: ``Cancelled`` passes out through here, whether it ended at its
+    start, while it ran, or was removed from its queue and recorded). This one only writes
+    what Celery's result would say, so ``AsyncResult.get()`` raises ``TaskRevokedError``
+    instead of waiting for a run that will never come.
+
+    No ``payload_keys``: a cancelled task need carry no key of its own.
     """
 
-    payload_keys = (EXPIRES_AT,)
-
     def __call__(self, job: Any, payload: Payload, queue: str, call_next: Callable[[], None]) -> None:
-        if isinstance(job, CeleryJob):
-            limit = deadline(payload.get(EXPIRES_AT))
-            if limit is not None and time.time() > limit:
-                type(job).task.record_revoked(str(payload.get("jid", "")), payload)
-        call_next()
+        if not isinstance(job, CeleryJob):
+            call_next()
+            return
+        limit = deadline(payload.get(EXPIRES_AT))
+        if limit is not None and time.time() > limit:
+            type(job).task.record_revoked(str(payload.get("jid", "")), payload)
+        try:
+            call_next()
+        except Cancelled:
+            type(job).task.record_revoked(str(payload.get("jid", "")), payload, expired=False)
+            raise
 
 
 def plug(wurk: Wurk) -> Plug:
     return Plug(server=RecordRevoked())
 
 
-#: Celery's REVOKED record, just outside the expiry check that skips the job; inside batches,
+#: Celery's REVOKED record, just outside the expiry check that skips the job and the cancel
+#: check that ends it (the cancel feature places itself inside this one); inside batches,
 #: which count the skipped job done on its way out. A ``Celery`` app adds it when made.
 FEATURE = Feature("celery_revoked", plug, server_place=Place(inside=("batches",), outside=("expiring",)))

@@ -209,6 +209,18 @@ class AsyncResult:
         """True once a worker wrote something for this id (Celery 5.7's check)."""
         return bool(self.store.wurk.redis.exists(result_key(self.id)))
 
+    def revoke(
+        self, connection: Any = None, terminate: bool = False, signal: Any = None,
+        wait: bool = False, timeout: float | None = None,
+    ) -> None:  # fmt: skip
+        """Cancel the task (``django_wurk.celery.control``); with ``wait``, wait for its result
+        to say REVOKED (or any other end) for up to ``timeout`` seconds."""
+        from django_wurk.celery.control import revoke
+
+        revoke(self.id, terminate=terminate, signal=signal)
+        if wait:
+            self._wait(timeout, 0.1)
+
     def forget(self) -> None:
         self.store.forget(self.id)
 

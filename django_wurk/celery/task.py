@@ -24,6 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from django_wurk.celery import canvas, codec, dispatch, limits, options, routes, schedules, states
+from django_wurk.celery.control import Control
 from django_wurk.celery.exceptions import (
     ImproperlyConfigured,
     MaxRetriesExceededError,
@@ -181,6 +182,11 @@ class Celery:
 
     def AsyncResult(self, id: str) -> AsyncResult:
         return AsyncResult(id)
+
+    @property
+    def control(self) -> Control:
+        """``app.control.revoke(task_id, terminate=...)``: a cancel (``django_wurk.celery.control``)."""
+        return Control(self)
 
     @property
     def tasks(self) -> dict[str, Task]:
@@ -713,13 +719,14 @@ class Task:
             return bool(self.ignore_result)
         return bool(self.app.setting("task_ignore_result"))
 
-    def record_revoked(self, task_id: str, payload: Mapping[str, Any]) -> None:
-        """The job expired before it ran (the expiring-jobs feature skips it): say REVOKED."""
+    def record_revoked(self, task_id: str, payload: Mapping[str, Any], expired: bool = True) -> None:
+        """The job expired before it ran (the expiring-jobs feature skips it), or was revoked
+        (cancelled: ``expired=False``): say REVOKED."""
         if not self.ignores_result(payload):
             ResultStore(wurk).write(task_id, states.REVOKED, None, expires=self.result_expires)
         dispatch.task_revoked.send(
             sender=self, request=Request(id=task_id, task=self.name, called_directly=False),
-            terminated=False, signum=None, expired=True,
+            terminated=False, signum=None, expired=expired,
         )  # fmt: skip
 
     def execute(self, job: CeleryJob, args: list[Any], kw: dict[str, Any]) -> Any:

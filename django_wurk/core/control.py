@@ -9,9 +9,9 @@ processor thread with its job unrecorded, neither retried nor acknowledged.
 
 The worker raises a few ``BaseException``s of its own into or out of a job thread: the
 hard shutdown's ``Shutdown`` and ``Abandoned`` (the job was settled for its thread, see
-``JobControl.abandon``). A feature may raise one more, ``PutBack``, out of a job: iterable
-jobs' ``Interrupted`` is one. They derive from ``WorkerSignal`` so one ``except
-WorkerSignal`` tells them from a job's own exit.
+``JobControl.abandon``). A feature may raise two more out of a job: ``PutBack`` (iterable
+jobs' ``Interrupted`` is one) and ``Cancelled`` (the cancel feature's). They derive from
+``WorkerSignal`` so one ``except WorkerSignal`` tells them from a job's own exit.
 
 These are the only words the processor and a feature share about how a job ends: the
 processor knows no feature (an import-linter contract and ``tests/test_import_graph.py``
@@ -47,6 +47,18 @@ class PutBack(WorkerSignal):
     def __init__(self, *args: object, behind: bool = False) -> None:
         super().__init__(*args)
         self.behind = behind
+
+
+class Cancelled(WorkerSignal):
+    """The job was cancelled (``django_wurk.cancel``): it ends here, and that is its outcome.
+
+    Raised at the job's start when its cancel flag is set (it never runs), by a job that saw
+    ``current_job().cancelled`` and returned, or into a job that did not stop within the
+    grace. The processor acknowledges it: no failure, no retry, no dead entry, no
+    ``stat:failed``; the middleware it passes out through record it as cancelled (job
+    status, a batch's count, a unique lock's release). A ``WorkerSignal``, so that
+    middleware and jobs catching ``Exception`` do not take it for a failure.
+    """
 
 
 #: The stop flag of the worker running a job on this thread, for ``stopping()``.

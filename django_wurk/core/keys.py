@@ -175,3 +175,30 @@ def celery_drain_marker(delivery: str) -> str:
     """Set, in wurk's Redis, once the broker message ``delivery`` (kombu's per-publish
     delivery tag) was pushed as a job, so a drain resuming it never pushes it twice."""
     return f"wurk-celery-drain:pushed:{delivery}"
+
+
+#: Jobs cancelled (``django_wurk.cancel``): removed before they ran, stopped at their start,
+#: or stopped while running. Ours, as ``stat:expired`` is: no Sidekiq reader knows it, so
+#: none misreads it (Sidekiq's Web UI reads ``stat:processed`` and ``stat:failed`` only).
+STAT_CANCELLED = "stat:cancelled"
+#: The field of ``iteration_state`` that says a job is cancelled: epoch seconds (an integer,
+#: as text), written once (``HSETNX``), exactly as Sidekiq 7.3's ``Iterable#cancel!`` writes it.
+CANCELLED_FIELD = "cancelled"
+#: The iterable-job cursor field of the same hash (JSON; ``null`` before the first run).
+ITERATION_CURSOR_FIELD = "c"
+#: A field of ours in the same hash: set when a worker (or ``cancel``'s own recording of a
+#: removed job) ended the job cancelled, so a ``cancel`` whose look came after that still
+#: knows it found the job. Sidekiq reads only its own fields of the hash and ignores this one.
+CANCEL_ENDED_FIELD = "wurk-ended"
+#: How long an ``it-<jid>`` hash lives after its last write: Sidekiq's ``Iterable::STATE_TTL``
+#: (one month), so a Ruby iterable job and ours keep the flag as long.
+ITERATION_STATE_TTL = 30 * 24 * 3600
+
+
+def iteration_state(jid: str) -> str:
+    """``it-<jid>``: Sidekiq 7.3's iterable-job state hash (cursor, times, ``cancelled``).
+
+    Its ``cancelled`` field is the one cancel flag of every job, iterable or not, so a Ruby
+    ``cancel!`` and ``django_wurk.cancel`` agree and each side's workers honour the other's.
+    """
+    return f"it-{jid}"

@@ -16,6 +16,7 @@ from django_wurk.dashboard.nav import url_name
 from django_wurk.dashboard.views import (
     batches,
     busy,
+    cancel,
     history,
     limits,
     metrics,
@@ -74,6 +75,7 @@ def urlpatterns(site: AdminSite) -> list[URLPattern]:
         path("stats/", overview.stats_endpoint(site), name=url_name("stats")),
         path("busy/", page(busy.busy, "busy"), name=url_name("busy")),
         path("busy/signal/", action(busy.signal, "busy"), name=url_name("busy_signal")),
+        path("job-actions/cancel/", action(cancel.cancel_job, "busy"), name=url_name("job_cancel")),
         path("queues/", page(queues.index, "queues"), name=url_name("queues")),
         # Actions name their queue in the form, so any queue name (even "a/b") has a page and actions.
         path("queues/<wurk_text:name>/", page(queues.detail, "queues"), name=url_name("queue")),

@@ -428,3 +428,30 @@ def test_screenshots_of_every_page(
     shots(page, "redis-down")
     page.emulate_media(color_scheme="dark")
     shots(page, "redis-down-dark")
+
+
+def test_cancel_a_running_job_from_the_busy_page_and_a_waiting_one_from_its_queue(
+    browser: Page, wurk: Wurk, r: Any, start_worker: Callable[..., Launcher], shots: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    page = browser
+    page.on("dialog", lambda dialog: dialog.accept())  # the buttons' "Cancel this job?"
+    worker = start_worker(run=True)
+    running = jobs.blocks_until_released.perform_async("cancel me")
+    wait_for(lambda: r.llen("seen:blocked") == 1)
+    wait_for(lambda: int(r.hget(worker.identity, "busy") or 0) == 1)
+    page.goto(BASE + "busy/")
+    row = page.locator("#wurk-running tr", has_text=running)
+    row.get_by_role("button", name="Cancel").click()
+    expect(page.locator(".messagelist")).to_contain_text(f"Cancelled job {running}.")
+    assert r.hexists(keys.iteration_state(running), keys.CANCELLED_FIELD)
+    shots(page, "busy-cancelled")
+    worker.signal("TSTP")  # quiet: the job below stays in its queue
+    wait_for(lambda: r.hget(worker.identity, "quiet") == b"true")
+    waiting = jobs.echo.perform_async("never")
+    page.goto(BASE + "queues/default/")
+    page.locator("#wurk-queue-jobs tr", has_text=waiting).get_by_role("button", name="Cancel").click()
+    expect(page.locator(".messagelist")).to_contain_text(f"Cancelled job {waiting}.")
+    assert r.llen(keys.queue("default")) == 0
+    shots(page, "queue-cancelled")

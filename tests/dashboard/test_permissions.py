@@ -21,8 +21,9 @@ from tests.dashboard.conftest import add_process, failed, payload, push, url, wr
 
 @pytest.fixture
 def data(wurk: Wurk, r: Any) -> dict[str, str]:
-    """One of everything (a paused queue too); returns the entry keys."""
-    push(r, payload())
+    """One of everything (a paused queue too); returns the entry keys (and the queued job's jid)."""
+    queued = payload()
+    push(r, queued)
     push(r, payload(queue="held"), queue="held")
     r.sadd(keys.PAUSED, "held")
     write_metrics(r)
@@ -31,6 +32,7 @@ def data(wurk: Wurk, r: Any) -> dict[str, str]:
         "scheduled": zadd(r, keys.SCHEDULE, payload()),
         "retries": zadd(r, keys.RETRY, failed()),
         "dead": zadd(r, keys.DEAD, failed(), time.time() - 10),
+        "queued_jid": queued["jid"],
     }
 
 
@@ -55,6 +57,7 @@ def pages(entry_keys: dict[str, str]) -> list[str]:
 def actions(entry_keys: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
     return [
         (url("busy_signal"), {"signal": "quiet", "identity": "*"}),
+        (url("job_cancel"), {"jid": entry_keys["queued_jid"], "from": "queue", "name": "default"}),
         (url("queue_delete"), {"name": "default", "digest": "0" * 32, "position": "0"}),
         (url("queue_clear"), {"name": "default", "confirm": "yes"}),
         (url("queue_pause"), {"name": "default", "next": url("queues")}),

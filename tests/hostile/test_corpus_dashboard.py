@@ -298,7 +298,7 @@ def test_every_dashboard_page_and_the_data_api_answer_over_the_corpus(
 
 # Actions ----------------------------------------------------------------------------------------
 
-ACTIONS = {"scheduled": ("add_to_queue", "kill", "delete"), "retries": ("retry", "kill", "delete"),
+ACTIONS = {"scheduled": ("add_to_queue", "kill", "delete", "cancel"), "retries": ("retry", "kill", "delete", "cancel"),
            "dead": ("retry", "delete")}  # fmt: skip
 
 
@@ -395,6 +395,9 @@ def test_every_dashboard_action_answers_and_loses_nothing(
         position = re.search(r'name="position" value="([^"]*)"', page)
         if digest and position:
             walker.post(url("queue_delete"), {"name": name, "digest": digest[1], "position": position[1]})
+        # Cancel by jid, every jid the page offers a Cancel for (the jids as a browser posts them).
+        for jid in re.findall(r'name="jid" value="([^"]*)"', page):
+            walker.post(url("job_cancel"), {"jid": html.unescape(jid), "from": "queue", "name": name})
         walker.post(url("queue_pause"), {"name": name, "next": url("queues")})
         walker.post(url("queue_unpause"), {"name": name, "next": url("queues")})
         walker.post(url("queue_clear"), {"name": name})

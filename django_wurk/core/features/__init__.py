@@ -20,6 +20,7 @@ from typing import Any
 from django_wurk.core.feature import Feature
 from django_wurk.core.features import (
     batches,
+    cancel,
     collapse,
     encryption,
     expiring,
@@ -33,7 +34,8 @@ from django_wurk.core.features import (
 #: it succeed; batches count a job once unique released its lock (a callback may push it
 #: again); a push is collapsed (debounce, throttle) after unique's gate dropped a duplicate
 #: and before status calls it enqueued; an expired job is skipped before status calls it
-#: running or a timeout starts; encryption opens the last argument for the job alone.
+#: running or a timeout starts; a cancelled job ends at its start inside what records its
+#: outcome, before a timeout starts; encryption opens the last argument for the job alone.
 DEFAULT: tuple[Feature, ...] = (
     limiters.FEATURE,
     batches.FEATURE,
@@ -41,6 +43,7 @@ DEFAULT: tuple[Feature, ...] = (
     collapse.FEATURE,
     expiring.FEATURE,
     status.FEATURE,
+    cancel.FEATURE,
     timeouts.FEATURE,
     encryption.FEATURE,
 )

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from django_wurk.core import coroutines, wire
+from django_wurk.core.control import Cancelled
 from django_wurk.core.worker.fetch import ReliableFetch, UnitOfWork, fetch_for
 from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.processor import ACKNOWLEDGE_WITHIN, Processor, Shutdown
@@ -184,13 +185,18 @@ class Manager:
             payload = wire.loads(unit.raw)
         except wire.PayloadError:
             payload = {}
-        name = wire.job_display_class(payload) if payload else "?"
-        self.stats.record(name, (time.time() - work.run_at) * 1000, True, time.time())
-        self.wurk.report_error(
-            failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue}
-        )
-        recorder = owner if owner is not None else self._recorder()
-        recorded = recorder.record_failure(unit, job, failure)
+        if isinstance(failure, Cancelled):
+            # A cancelled job that would not stop: its outcome is that it was cancelled, so
+            # nothing is written for it (no failure, no retry); it is only acknowledged.
+            recorded = True
+        else:
+            name = wire.job_display_class(payload) if payload else "?"
+            self.stats.record(name, (time.time() - work.run_at) * 1000, True, time.time())
+            self.wurk.report_error(
+                failure, {"context": "Job raised exception", "job": payload, "queue": unit.queue}
+            )
+            recorder = owner if owner is not None else self._recorder()
+            recorded = recorder.record_failure(unit, job, failure)
 
         def give_up(exc: RedisError) -> None:
             logger.error("could not acknowledge an abandoned job (%s); it may run again", exc)

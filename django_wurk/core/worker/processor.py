@@ -7,7 +7,8 @@ Redis outage makes the thread back off instead of spinning.
 
 It knows no feature. A job that ends in a feature's own way reaches it only through the
 engine's words for that (``core/control.py``): ``PutBack`` (an iterable job interrupted by
-the stop goes back to its queue), ``stopping()`` (what such a job asks), and the process's
+the stop goes back to its queue), ``Cancelled`` (the job was cancelled: acknowledged, not
+failed), ``stopping()`` (what such a job asks), and the process's
 ``JobControl.abandon`` (a timeout's watchdog gives up on a stuck job, and this thread,
 back too late, finds it ``Abandoned``).
 """
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError
 
 from django_wurk.core import coroutines, wire
-from django_wurk.core.control import PutBack, WorkerSignal, contain, watch_stop
+from django_wurk.core.control import Cancelled, PutBack, WorkerSignal, contain, watch_stop
 from django_wurk.core.dead_set import bury, invalid_payload_envelope
 from django_wurk.core.engine import Execution
 from django_wurk.core.worker.fetch import Fetch, UnitOfWork
@@ -232,6 +233,13 @@ class Processor:
                 where = "behind the jobs waiting" if put_back.behind else "at the head of its queue"
                 joblog.line("put back %s: runs again from there", (where,), context)
             return self._put_back(unit, put_back.behind)
+        except Cancelled:
+            # Its outcome: done with, never retried (``core/control.py``); the middleware it
+            # passed out through recorded it. Acknowledged like a success, counted as neither.
+            self._settle(work)
+            if log:
+                joblog.line("cancelled", (), context)
+            return True
         except WorkerSignal:
             raise
         except BaseException as raised:

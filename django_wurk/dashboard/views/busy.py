@@ -1,4 +1,5 @@
-"""Busy: the processes and what each is running; quiet or stop one process or all."""
+"""Busy: the processes and what each is running; quiet or stop one process or all; cancel a
+running job (``views/cancel.py``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,7 @@ def busy(request: HttpRequest, site: AdminSite) -> HttpResponse:
         "total_rss": sum(p.rss for p in processes),
         "all_value": ALL,
         "signal_url": reverse(admin_url_name("busy_signal"), current_app=site.name),
+        "cancel_url": reverse(admin_url_name("job_cancel"), current_app=site.name),
         "periodic_url": reverse(admin_url_name("periodic"), current_app=site.name),
     }
     return render_page(request, site, "django_wurk/dashboard/busy.html", "Busy", context, tab="busy")

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django_wurk.core import activejob, api
 from django_wurk.core.arguments import KWARGS_KEY
 from django_wurk.core.engine import wurk
+from django_wurk.core.features.cancel import CancelError, cancel
 from django_wurk.dashboard.access import audit, notify, render_page
 from django_wurk.dashboard.nav import admin_url_name
 from django_wurk.dashboard.paging import PAGE_SIZES, pager
@@ -34,6 +35,7 @@ VERBS = {
     "add_to_queue": ("Add to queue", "added to its queue"),
     "delete": ("Delete", "deleted"),
     "kill": ("Kill", "killed (moved to the dead set)"),
+    "cancel": ("Cancel", "cancelled (removed; they never run)"),
 }
 #: The confirmation question of each "all" action: (count, where) -> question.
 QUESTIONS = {
@@ -76,7 +78,7 @@ KINDS = {
         False,
         "When",
         "the scheduled set",
-        ("add_to_queue", "delete", "kill"),
+        ("add_to_queue", "delete", "kill", "cancel"),
         ("add_all", "delete_all"),
     ),
     "retries": Kind(
@@ -86,7 +88,7 @@ KINDS = {
         False,
         "Next retry",
         "the retry set",
-        ("retry", "delete", "kill"),
+        ("retry", "delete", "kill", "cancel"),
         ("retry_all", "kill_all", "delete_all"),
     ),
     "dead": Kind(
@@ -218,6 +220,13 @@ def _apply(entry: api.SortedEntry, action: str) -> bool:
         return entry.add_to_queue()
     if action == "kill":
         return entry.kill()
+    if action == "cancel":
+        # By jid (``django_wurk.cancel``): removed wherever it is by now, recorded as cancelled,
+        # and flagged so a copy never starts. An entry without a jid cannot be cancelled.
+        try:
+            return bool(entry.jid) and cancel(entry.jid, wurk)
+        except (ValueError, CancelError):  # a jid no cancel takes, an it-<jid> of another type
+            return False
     return entry.delete()
 
 

@@ -4,7 +4,8 @@
   ``bid``; a failed batch job pushed again (a retry, or a dead job retried from the dead
   set) rejoins its batch if it had died.
 * Server middleware: while a batch job runs, its bid is this context's running batch (so
-  ``Batch.current()`` and child batches find it); when it returns, its success is counted.
+  ``Batch.current()`` and child batches find it); when it returns, its success is counted;
+  a cancelled job (``Cancelled`` passing out) is counted as a success too.
 * Error handler: a batch job that raised is marked failing.
 * Death handler: a batch job that died (dead set, discarded, ``retry: False``, killed from
   the API, buried as a poison pill) is marked dead, which may fire ``death`` and ``complete``.
@@ -24,6 +25,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from django_wurk.core.backlog import ride_out
 from django_wurk.core.client import capturing, writes_to_redis
+from django_wurk.core.control import Cancelled
 from django_wurk.core.feature import Plug
 from django_wurk.core.features.batches import keys
 from django_wurk.core.features.batches.batch import _Block, running_bid
@@ -116,6 +118,13 @@ class BatchServerMiddleware:
         token = running_bid.set(bid)
         try:
             call_next()
+        except Cancelled:
+            # A cancelled job is done with: counted as a success for the batch's completion
+            # (docs/batches.md), so a batch with a cancelled job still completes.
+            if writes_to_redis(self.wurk):
+                logger.info("job %s of batch %s was cancelled: counted as done", payload.get("jid"), bid)
+                record(self.wurk, "success", bid, str(payload.get("jid", "")))
+            raise
         finally:
             running_bid.reset(token)
         if writes_to_redis(self.wurk):

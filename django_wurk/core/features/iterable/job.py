@@ -90,6 +90,12 @@ class IterableJob(Job, abstract=True):
     #: Whether this job was cancelled (``cancel()``, here or by anyone): set when seen.
     cancelled: bool = False
 
+    #: Read by the cancel feature (``core/features/cancel``): an iterable job honours the
+    #: cancel flag itself, as Sidekiq's do (at its start and with every save, running its
+    #: cancel hooks and ending as done), so that feature neither ends it at its start nor
+    #: stops it after a grace.
+    cancels_itself: ClassVar[bool] = True
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         if "perform" in cls.__dict__:
             raise TypeError(

@@ -20,18 +20,19 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from django_wurk.core import wire
+from django_wurk.core import keys, wire
 from django_wurk.core.connection import Redis
 
 #: Thirty days, as Sidekiq keeps it: longer than any retry schedule leaves a job waiting.
-STATE_TTL = 30 * 24 * 3600
+STATE_TTL = keys.ITERATION_STATE_TTL
 
 #: The field a cancel writes (Sidekiq 7.3's ``cancel!``): epoch seconds as a decimal integer.
-CANCELLED = "cancelled"
+#: The same flag ``django_wurk.cancel`` writes for every job (``core/features/cancel/flag.py``).
+CANCELLED = keys.CANCELLED_FIELD
 
 
 def state_key(jid: str) -> str:
-    return f"it-{jid}"
+    return keys.iteration_state(jid)
 
 
 class UnreadableIterationState(RuntimeError):

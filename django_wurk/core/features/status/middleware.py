@@ -9,6 +9,8 @@
 * Error handler: ``retrying`` with the error, for every failed attempt.
 * Death handler, which the retry handler calls after that when the job is not retried:
   ``dead`` (buried in the dead set) or ``failed`` (discarded, or ``retry=False``).
+* ``cancelled`` when ``Cancelled`` passes out of the job (``django_wurk.cancel``): at its
+  start, while it ran, or when a job removed from its queue or set is recorded.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from django_wurk.core import wire
+from django_wurk.core.control import Cancelled
 from django_wurk.core.feature import Plug
 from django_wurk.core.features.status import reporter
 from django_wurk.core.features.status.record import (
+    CANCELLED,
     DEAD,
     ENQUEUED,
     FAILED,
@@ -136,6 +140,10 @@ class StatusServerMiddleware:
         previous = reporter.enter(status)
         try:
             call_next()
+        except Cancelled:
+            done = {**status.take(), "state": CANCELLED, "finished_at": now()}
+            write(self.wurk, jid, done, drop=("result", "result_withheld"))
+            raise
         except BaseException:
             status.flush()  # the progress it reached; the error handler writes the failure
             raise

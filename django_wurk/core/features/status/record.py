@@ -29,15 +29,16 @@ logger = logging.getLogger("django_wurk.status")
 #: The job option that turns tracking on, and its payload key.
 TRACK = "track"
 #: The states, in the order a job meets them (``retrying`` may come back to ``running``).
-ENQUEUED, RUNNING, SUCCEEDED, RETRYING, FAILED, DEAD = (
+ENQUEUED, RUNNING, SUCCEEDED, RETRYING, FAILED, DEAD, CANCELLED = (
     "enqueued",
     "running",
     "succeeded",
     "retrying",
     "failed",
     "dead",
+    "cancelled",
 )
-STATES = (ENQUEUED, RUNNING, SUCCEEDED, RETRYING, FAILED, DEAD)
+STATES = (ENQUEUED, RUNNING, SUCCEEDED, RETRYING, FAILED, DEAD, CANCELLED)
 #: The most bytes of a return value kept (its JSON), and of an error (``Class: message``).
 RESULT_MAX = 8 * 1024
 ERROR_MAX = 1024

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import ResponseError
 
 from django_wurk.core import wire
-from django_wurk.core.features.status.record import DEAD, FAILED, SUCCEEDED, status_key
+from django_wurk.core.features.status.record import CANCELLED, DEAD, FAILED, SUCCEEDED, status_key
 
 if TYPE_CHECKING:
     from django_wurk.core.engine import Wurk
@@ -53,7 +53,8 @@ class JobStatus:
     """What a ``track=True`` job's status says (see docs/status.md for each field)."""
 
     jid: str
-    #: ``enqueued``, ``running``, ``succeeded``, ``retrying``, ``failed`` or ``dead`` (or
+    #: ``enqueued``, ``running``, ``succeeded``, ``retrying``, ``failed``, ``dead`` or
+    #: ``cancelled`` (or
     #: whatever another writer left there).
     state: str | None
     job_class: str | None
@@ -76,8 +77,9 @@ class JobStatus:
 
     @property
     def finished(self) -> bool:
-        """True once nothing more will happen to the job (``succeeded``, ``failed``, ``dead``)."""
-        return self.state in (SUCCEEDED, FAILED, DEAD)
+        """True once nothing more will happen to the job (``succeeded``, ``failed``, ``dead``,
+        ``cancelled``)."""
+        return self.state in (SUCCEEDED, FAILED, DEAD, CANCELLED)
 
     @classmethod
     def get(cls, jid: str, wurk: Wurk | None = None) -> JobStatus | None:

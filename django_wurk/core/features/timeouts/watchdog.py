@@ -24,6 +24,10 @@ once, and nothing else happens (the job may catch it and clean up). A job class 
 classes raised with ``timeout_error`` and ``soft_timeout_error`` (subclasses of ``TimedOut``
 and ``SoftTimedOut``); the Celery layer gives Celery's ``TimeLimitExceeded`` and
 ``SoftTimeLimitExceeded`` that way, so a task catches what it catches under Celery.
+
+A cancelled job (``django_wurk.cancel``) that does not stop by itself is stopped the same
+way: the cancel feature cuts its deadline to the end of its grace (``Deadlines.cut``) with
+``Cancelled`` as what is raised and recorded instead of ``TimedOut``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import ctypes
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -43,8 +48,6 @@ from django_wurk.core.worker.outage import Outage
 from django_wurk.core.worker.service import JobControl
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from django_wurk.core.engine import Wurk
     from django_wurk.core.job import Job
 
@@ -83,6 +86,20 @@ class Running:
     left: bool = False
     #: The job was given up on: its outcome is recorded.
     abandoned: bool = False
+    #: Set by a cancel (``Deadlines.cut``): raised in the thread and recorded if it is given
+    #: up on, instead of ``error``.
+    cancel: type[BaseException] | None = None
+    #: Why it is stopped, for the log ("it was cancelled"); its timeout when empty.
+    reason: str = ""
+    #: Called once the job was given up on for a cancel and acknowledged (the cancel feature
+    #: records it as cancelled).
+    on_abandon: Callable[[], None] | None = None
+
+    def failure(self) -> type[BaseException]:
+        return self.cancel if self.cancel is not None else for_limit(self.limit, self.error)
+
+    def why(self) -> str:
+        return self.reason or f"its timeout of {self.limit:g} s"
 
 
 def _raise_in(thread: threading.Thread, exc: type[BaseException] | None) -> None:
@@ -126,6 +143,40 @@ class Deadlines:
         with self._lock:
             if self._running.get(entry.thread) is entry:
                 del self._running[entry.thread]
+
+    def cut(
+        self,
+        thread: threading.Thread,
+        job: Any,
+        payload: Payload,
+        within: float,
+        error: type[BaseException],
+        reason: str,
+        on_abandon: Callable[[], None] | None = None,
+    ) -> Running | None:
+        """Stop the job ``thread`` runs ``within`` seconds from now with ``error`` (a cancel).
+
+        A job already in the table (it has a timeout) gets the earlier deadline and ``error``
+        (if ``TimedOut`` was already raised in it, only ``error``, for the record should it be
+        given up on); any other job is entered, and that entry is returned: whoever cut it
+        must ``leave`` it when the job's thread is back.
+        """
+        at = time.monotonic() + within
+        with self._lock:
+            entry = self._running.get(thread)
+            if entry is None:
+                entry = Running(thread, job, payload, within, at, cancel=error, reason=reason,
+                                on_abandon=on_abandon)  # fmt: skip
+                self._running[thread] = entry
+                return entry
+        with entry.lock:
+            if not entry.left and not entry.abandoned:
+                if entry.fired is None:
+                    entry.deadline = min(entry.deadline, at)
+                # Already told to stop (``TimedOut``): if it is given up on, it is recorded as
+                # ``error`` all the same, never as a failure to retry.
+                entry.cancel, entry.reason, entry.on_abandon = error, reason, on_abandon
+        return None
 
     def overdue(self, now: float) -> list[Running]:
         with self._lock:
@@ -233,10 +284,10 @@ class Watchdog:
                 if entry.fired is None:
                     entry.fired = now
                     logger.warning(
-                        "job %r (%s) passed its timeout of %g s: stopping it",
-                        entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.limit,
+                        "job %r (%s): stopping it (%s)",
+                        entry.payload.get("jid", ""), wire.job_display_class(entry.payload), entry.why(),
                     )  # fmt: skip
-                    _raise_in(entry.thread, for_limit(entry.limit, entry.error))
+                    _raise_in(entry.thread, entry.failure())
                 elif now - entry.fired >= GRACE:
                     self.give_up(entry)
 
@@ -251,9 +302,9 @@ class Watchdog:
         """
         supervised = self.control.supervised
         logger.error(
-            "job %r (%s) did not stop %g s after its timeout of %g s (blocked outside Python): "
-            "recording the timeout and %s",
-            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.limit,
+            "job %r (%s) did not stop %g s after it was told to (%s; blocked outside Python): "
+            "recording its end and %s",
+            entry.payload.get("jid", ""), wire.job_display_class(entry.payload), GRACE, entry.why(),
             "replacing this worker process" if supervised else "leaving its thread behind",
         )  # fmt: skip
         failure = self._abandon(entry)
@@ -271,14 +322,24 @@ class Watchdog:
                 self._abandon(other)
         self.control.replace_process(f"a job blocked past its timeout ({failure})")
 
-    def _abandon(self, entry: Running) -> Exception | None:
-        """Record ``TimedOut`` as ``entry``'s outcome (its lock held); None if its thread got back first."""
+    def _abandon(self, entry: Running) -> BaseException | None:
+        """Record ``TimedOut`` (or a cancel's ``Cancelled``) as ``entry``'s outcome (its lock
+        held); None if its thread got back first."""
         entry.abandoned = True
         self.deadlines.forget(entry)
-        failure = for_limit(entry.limit, entry.error)()
+        failure = entry.failure()()
         replace = not self.control.supervised
         if not self.control.abandon(entry.thread, entry.job, failure, replace=replace):
             return None
+        if entry.cancel is not None:
+            # Cancelled: recorded as such by the cancel feature (its status, batch, Celery's
+            # REVOKED), not as a failure of the job's own.
+            if entry.on_abandon is not None:
+                try:
+                    entry.on_abandon()
+                except Exception as exc:
+                    logger.warning("after giving up on job %r: %s", entry.payload.get("jid", ""), exc)
+            return failure
         # A job may keep records of its own (the Celery layer's result): it is told, since
         # its thread will not be back to say how it ended.
         given_up = getattr(entry.job, "given_up", None)

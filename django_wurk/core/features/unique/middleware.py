@@ -5,7 +5,8 @@
   transaction's commit (or sits in the outbox) takes its lock at the commit, not before.
 * Server middleware: ``unique_until="start"`` releases the lock just before the job runs;
   ``"success"`` (the default) after it returned (or was skipped as expired: it is done with
-  either way). A job that raised keeps it while it waits in the retry set.
+  either way), or once it was cancelled. A job that raised keeps it while it waits in the
+  retry set.
 * Death handler: a job the worker let die (retries exhausted, ``retry: False``, a
   discard, a poison pill) releases its lock; a job killed by hand (the data API, the
   dashboard) keeps it until it expires, as in Sidekiq Enterprise.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from django_wurk.core.api import KilledByAPI
 from django_wurk.core.client import writes_to_redis
+from django_wurk.core.control import Cancelled
 from django_wurk.core.feature import Plug
 from django_wurk.core.features.unique.lock import UniqueGate, release
 from django_wurk.core.features.unique.options import START, SUCCESS
@@ -69,7 +71,11 @@ class UniqueServerMiddleware:
             release(self.wurk, payload, "before it ran")
             call_next()
             return
-        call_next()
+        try:
+            call_next()
+        except Cancelled:
+            release(self.wurk, payload, "when it was cancelled")  # done with: it never runs again
+            raise
         release(self.wurk, payload, "after it succeeded")
 
 
