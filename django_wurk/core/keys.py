@@ -193,6 +193,12 @@ CANCEL_ENDED_FIELD = "wurk-ended"
 #: How long an ``it-<jid>`` hash lives after its last write: Sidekiq's ``Iterable::STATE_TTL``
 #: (one month), so a Ruby iterable job and ours keep the flag as long.
 ITERATION_STATE_TTL = 30 * 24 * 3600
+#: Ours: the jids cancelled lately, scored by the time of the cancel. Every worker process
+#: reads what is new in it every ``cancel.watcher.LOOK_EVERY`` seconds, so a job start
+#: checks a set in memory instead of paying a round trip for its flag.
+RECENT_CANCELS = "wurk-cancels"
+#: How long a jid stays in ``RECENT_CANCELS`` (seconds); the flag itself lives on.
+RECENT_CANCELS_KEPT = 24 * 3600
 
 
 def iteration_state(jid: str) -> str:

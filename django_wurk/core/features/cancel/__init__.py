@@ -15,7 +15,7 @@ from django_wurk.core.events import Process
 from django_wurk.core.feature import Feature, Place, Plug
 from django_wurk.core.features.cancel.current import CurrentJob, current_job
 from django_wurk.core.features.cancel.finder import cancel, settle
-from django_wurk.core.features.cancel.flag import CancelError
+from django_wurk.core.features.cancel.flag import CancelError, Recent
 from django_wurk.core.features.cancel.middleware import CancelServerMiddleware, RunningJobs
 from django_wurk.core.features.cancel.settings import CancelSettings
 from django_wurk.core.features.cancel.watcher import Watcher
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 def plug(wurk: Wurk) -> Plug:
     running = RunningJobs()
+    recent = Recent()
 
     def deadlines() -> Any:
         """The timeouts feature's deadline table in this engine, if it is used."""
@@ -35,11 +36,13 @@ def plug(wurk: Wurk) -> Plug:
 
     def start_watcher(process: Process) -> None:
         grace = wurk.config.section(CancelSettings).cancel_grace
-        watcher = Watcher(wurk, running, deadlines, grace, settle)
+        watcher = Watcher(wurk, running, deadlines, grace, settle, recent)
         watcher.start()
         process.at_stop(watcher.stop)
 
-    return Plug(server=CancelServerMiddleware(wurk, running, deadlines), events={"startup": start_watcher})
+    return Plug(
+        server=CancelServerMiddleware(wurk, running, deadlines, recent), events={"startup": start_watcher}
+    )
 
 
 FEATURE = Feature(

@@ -1,8 +1,10 @@
 """The cancel feature's server middleware: a cancelled job never starts, and ends cancelled.
 
-* At the start: a job whose flag is set is not run; ``Cancelled`` is raised instead. That
-  covers a job cancelled while it sat in a worker's private list, between fetch and start,
-  or recovered from a dead worker's list: whatever path it took, it meets this check.
+* At the start: a job cancelled is not run; ``Cancelled`` is raised instead. The check reads
+  the recent cancels this process knows (``flag.Recent``, read every ``LOOK_EVERY``), and
+  the flag itself for a job recovered from a dead worker's list: a job cancelled while it sat
+  in a worker's memory starts only if its start came within ``LOOK_EVERY`` of the cancel,
+  and is then a running job cancelled (below).
 * While it runs: the job is in this process's ``RunningJobs`` (the watcher looks up their
   flags) and its ``current_job()`` handle answers ``cancelled``.
 * At the end: a job that saw ``cancelled`` and returned ended ``Cancelled``; a job that
@@ -101,9 +103,12 @@ class RunningJobs:
 class CancelServerMiddleware:
     """See the module."""
 
-    def __init__(self, wurk: Wurk, running: RunningJobs, deadlines: Callable[[], Any]) -> None:
+    def __init__(
+        self, wurk: Wurk, running: RunningJobs, deadlines: Callable[[], Any], recent: flag.Recent
+    ) -> None:
         self.wurk = wurk
         self.running = running
+        self.recent = recent
         #: The timeouts' ``Deadlines`` of this engine, or None (asked when needed).
         self.deadlines = deadlines
 
@@ -136,7 +141,10 @@ class CancelServerMiddleware:
         except ConfigError:  # no Redis configured (an inline run): nothing can cancel it
             call_next()
             return
-        if self._cancelled(jid, call):
+        # The recent cancels as this process last read them (``flag.Recent``), and the flag
+        # itself only for a job recovered from a dead process (rare, and maybe cancelled
+        # long before this process started).
+        if jid in self.recent or (payload.get("recovered") and self._cancelled(jid, call)):
             logger.info("job %r (%s) is cancelled: not running it", jid, payload.get("class"))
             self._end(jid)
             raise Cancelled("cancelled before it ran")

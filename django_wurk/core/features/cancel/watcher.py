@@ -1,7 +1,8 @@
 """The watcher: sees a running job's cancel flag, and stops the job after its grace.
 
-One thread per worker process (started at ``startup``). Every ``LOOK_EVERY`` seconds, while
-jobs run, it reads the flags of all of them in one round trip. A job found cancelled is
+One thread per worker process (started at ``startup``). Every ``LOOK_EVERY`` seconds it reads
+the cancels made since its last look into ``flag.Recent`` (which the job starts check), and,
+while jobs run, the flags of all of them in one round trip. A job found cancelled is
 told so (its ``current_job()`` handle is marked: the job's next look costs nothing) and is
 given ``CANCEL_GRACE`` seconds to stop by itself. Then the timeouts' watchdog stops it as it
 stops a job past its timeout (``Deadlines.cut``): ``Cancelled`` is raised in its thread,
@@ -30,6 +31,8 @@ logger = logging.getLogger("django_wurk.cancel")
 
 #: How often the watcher reads the flags of the running jobs (seconds).
 LOOK_EVERY = 0.25
+#: At most one warning this often (seconds) while the cancels cannot be read.
+REPORT_EVERY = 60.0
 
 
 class Watcher:
@@ -40,12 +43,14 @@ class Watcher:
         deadlines: Callable[[], Any],
         grace: float,
         settle: Callable[[Wurk, wire.Payload], None],
+        recent: flag.Recent,
     ) -> None:
         self.wurk = wurk
         self.running = running
         self.deadlines = deadlines
         self.grace = grace
         self.settle = settle
+        self.recent = recent
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self.run, name="wurk-cancel-watcher", daemon=True)
 
@@ -58,11 +63,21 @@ class Watcher:
             self.thread.join(5)
 
     def run(self) -> None:
-        while not self.stopping.wait(LOOK_EVERY):
-            try:
-                self.look()
-            except Exception as exc:  # an outage or a bad key: look again next time
-                logger.warning("cancel watcher: could not read the cancel flags (%s)", exc)
+        told_at = -REPORT_EVERY
+        while True:
+            # First at once: a job fetched as the process starts meets today's cancels.
+            for step in (self._refresh, self.look):
+                try:
+                    step()
+                except Exception as exc:  # an outage or a bad key: look again next time
+                    if time.monotonic() - told_at >= REPORT_EVERY:
+                        told_at = time.monotonic()
+                        logger.warning("cancel watcher: could not read the cancels (%s)", exc)
+            if self.stopping.wait(LOOK_EVERY):
+                return
+
+    def _refresh(self) -> None:
+        self.recent.refresh(self.wurk.redis)
 
     def look(self) -> None:
         entries = [e for e in self.running.snapshot() if e.noticed is None]
