@@ -98,8 +98,9 @@ def test_runwurk_runs_jobs_with_sidekiq_flags_and_obeys_signals(
         "RecordRevoked",
         "UniqueServerMiddleware",
         "ExpiryServerMiddleware",
-        "SignalServerMiddleware",  # inside every feature that may turn a job away
         "StatusServerMiddleware",  # inside expiry: a skipped job is never "running"
+        "CancelServerMiddleware",  # inside status: a cancelled job's status says so
+        "SignalServerMiddleware",  # inside every feature that may turn a job away
         "TimeoutServerMiddleware",  # the limit is for the job itself, not the features around it
         "EncryptionServerMiddleware",
     ]

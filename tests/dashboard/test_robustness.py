@@ -23,13 +23,15 @@ XSS_IMG = '<img src=x onerror="window.__xss=2">'
 
 @pytest.fixture
 def data(wurk: Wurk, r: Any) -> dict[str, str]:
-    push(r, payload())
+    queued = payload()
+    push(r, queued)
     add_process(r)
     write_metrics(r)
     return {
         "scheduled": zadd(r, keys.SCHEDULE, payload()),
         "retries": zadd(r, keys.RETRY, failed()),
         "dead": zadd(r, keys.DEAD, failed(), time.time() - 10),
+        "queued_jid": queued["jid"],
     }
 
 
