@@ -172,19 +172,27 @@ def test_enqueue_by_name_with_arguments_keywords_queue_and_delay(wurk: Wurk, r: 
     assert "no registered job" in fails_with(cli.FAILED, "enqueue", "os.system", '["ls"]')
 
 
-def test_batch(wurk: Wurk, r: Any) -> None:
+@pytest.mark.parametrize("leading", ["", "-"])
+def test_batch(wurk: Wurk, r: Any, monkeypatch: pytest.MonkeyPatch, leading: str) -> None:
+    """A bid is URL-safe base64 and may begin with "-" (1 in 64): after ``--`` it is still
+    read as the bid, not as an option."""
+    from django_wurk.core.features.batches import batch as batch_module
+
+    made = batch_module.new_bid
+    monkeypatch.setattr(batch_module, "new_bid", lambda: leading + made()[len(leading) :])
     batch = Batch(description="nightly <import>")
+    assert batch.bid.startswith(leading)
     with batch.jobs():
         jobs.echo.perform_async(1)
         jobs.echo.perform_async(2)
-    data = wurk_json("batch", batch.bid)
+    data = json.loads(wurk_cmd("batch", "--json", "--", batch.bid))
     assert (data["total"], data["pending"], data["complete"], data["description"]) == (
         2,
         2,
         False,
         "nightly <import>",
     )
-    assert "running: 0 of 2 succeeded, 2 pending" in wurk_cmd("batch", batch.bid)
+    assert "running: 0 of 2 succeeded, 2 pending" in wurk_cmd("batch", "--", batch.bid)
     fails_with(cli.FAILED, "batch", "nope")
 
 
