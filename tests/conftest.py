@@ -242,7 +242,7 @@ def reaches_database(item: pytest.Item) -> bool:
 
 
 def touches_django(item: pytest.Item) -> bool:
-    """Django itself is under test: pass 4 runs these on the newest Django."""
+    """Django itself is under test: pass 2 runs these on the newest Django."""
     return (
         reaches_database(item)
         or bool(DJANGO_FIXTURES & set(getattr(item, "fixturenames", ())))
@@ -257,7 +257,7 @@ def talks_to_redis(item: pytest.Item) -> bool:
 
     Not the dashboard's: its pages and actions reach Redis only through the data API
     (``core/api.py``), whose own tests run here; the dashboard itself is Django under test
-    (pass 4 runs it on the newest Django, pass 1 on Valkey)."""
+    (pass 2 runs it on the newest Django, pass 1 on Valkey)."""
     return "redis_url" in getattr(item, "fixturenames", ()) and "dashboard" not in item.path.parts
 
 

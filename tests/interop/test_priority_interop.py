@@ -9,8 +9,11 @@ from typing import Any
 
 from django_wurk import Wurk
 from tests.conftest import wait_for
-from tests.interop.conftest import ruby_seen
+from tests.interop.conftest import on_versions, ruby_seen
 from tests.jobsapp.interop_jobs import RubyEcho
+
+#: Every Sidekiq of a mixed fleet lists queues the same way: 6.4.1, 7.3 and 8.0.
+pytestmark = on_versions()
 
 
 def test_a_ruby_worker_listing_the_priority_lists_runs_them_in_priority_order(

@@ -55,9 +55,10 @@ def set_flag(redis: Any, jid: str) -> bool:
         raise CancelError(
             f"cannot mark job {jid!r} cancelled: {keys.iteration_state(jid)!r} is not a hash ({exc})"
         ) from None
-    # Told to every worker process (``Recent``), which checks a job's start against it.
+    # Told to every worker process (``Recent``), which checks a job's start against it; a
+    # second round trip, so that a hash of the wrong type leaves the workers untold.
     tell = redis.pipeline(transaction=False)
-    tell.zadd(keys.RECENT_CANCELS, {name[len(keys.iteration_state("")) :]: now})
+    tell.zadd(keys.RECENT_CANCELS, {jid.encode("utf-8", "surrogatepass"): now})
     tell.zremrangebyscore(keys.RECENT_CANCELS, "-inf", now - keys.RECENT_CANCELS_KEPT)
     try:
         tell.execute()
